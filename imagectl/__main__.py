@@ -1,0 +1,5 @@
+"""``python -m imagectl``."""
+
+from .cli import main
+
+raise SystemExit(main())

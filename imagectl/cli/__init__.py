@@ -1,0 +1,45 @@
+"""The ``imagectl`` command line: a thin click layer over the library.
+
+``main`` is the one place where an :class:`ImagectlError` (or a click usage error) becomes one line on
+stderr and an exit status: 2 for bad input or usage, 1 for a failed operation.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+import click
+
+from ..errors import ImagectlError
+from .app import cli
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status instead of raising."""
+    try:
+        result = cli.main(args=list(argv) if argv is not None else None, prog_name="imagectl", standalone_mode=False)
+    except ImagectlError as exc:
+        click.echo(f"imagectl: {exc}", err=True)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.Abort:
+        click.echo("imagectl: aborted", err=True)
+        return 1
+    except click.ClickException as exc:
+        click.echo(f"imagectl: {exc.format_message()}" + _usage_hint(exc), err=True)
+        return 2
+    except KeyboardInterrupt:
+        click.echo("imagectl: interrupted", err=True)
+        return 130
+    return result if isinstance(result, int) else 0
+
+
+def _usage_hint(exc: click.ClickException) -> str:
+    ctx = getattr(exc, "ctx", None)
+    return f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""The click group and the shared options; each command lives in a small module beside this one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from .. import __version__
+
+
+class _Root(click.Group):
+    """Loads command modules on first use, so ``imagectl show`` never imports the Docker SDK."""
+
+    _modules = {
+        "list": "profiles", "show": "profiles", "validate": "profiles", "compat": "profiles",
+        "check": "profiles", "render": "profiles",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self._modules)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        module = self._modules.get(name)
+        if module is None:
+            return None
+        from importlib import import_module
+
+        return getattr(import_module(f"imagectl.cli.{module}"), f"cmd_{name}")
+
+
+@click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_path", metavar="PATH", help="imagectl.toml to use (default: $IMAGECTL_CONFIG, ./imagectl.toml).")
+@click.version_option(__version__, prog_name="imagectl")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None) -> None:
+    """Build, test, tag and roll back GPU training images from a compatibility matrix."""
+    ctx.obj = {"config_path": config_path}
+
+
+def workspace(ctx: click.Context) -> Any:
+    """The command's Workspace (configuration loaded on first use); raises ConfigError."""
+    root = ctx.find_root()
+    if "workspace" not in root.obj:
+        from ..config import load_config
+        from ..workspace import Workspace
+
+        root.obj["workspace"] = Workspace(load_config(root.obj["config_path"]))
+    return root.obj["workspace"]
+
+
+def echo_json(data: Any) -> None:
+    """Print ``data`` as indented, key-sorted JSON."""
+    click.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+python_option = click.option("--python", metavar="X.Y", help="Build with this Python instead of the profile's default.")
+framework_option = click.option("--framework", metavar="NAME", help="Only this framework's profiles.")

@@ -1,0 +1,138 @@
+"""Commands over the matrix: list, show, validate, compat, check, render."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import InputError
+from .app import echo_json, framework_option, json_option, python_option, workspace
+
+
+@click.command("list")
+@framework_option
+@json_option
+@click.pass_context
+def cmd_list(ctx: click.Context, framework: str | None, as_json: bool) -> None:
+    """List every profile of the matrix."""
+    from ..describe import LIST_COLUMNS, format_table, list_row
+    from ..matrix.names import list_profiles
+
+    ws = workspace(ctx)
+    if framework and framework not in ws.matrix.frameworks:
+        raise InputError(f"--framework {framework!r}: not in the matrix ({', '.join(sorted(ws.matrix.frameworks))})")
+    rows = [list_row(p) for p in list_profiles(ws.matrix, framework)]
+    echo_json(rows) if as_json else click.echo(format_table(rows, LIST_COLUMNS))
+
+
+@click.command("show")
+@click.argument("name")
+@python_option
+@json_option
+@click.pass_context
+def cmd_show(ctx: click.Context, name: str, python: str | None, as_json: bool) -> None:
+    """Show the resolved profile NAME (e.g. torch-2.3-cu121)."""
+    from ..describe import describe_profile
+    from ..validate import check_python
+
+    ws = workspace(ctx)
+    info = describe_profile(ws.profile(name, python and check_python(python, "--python")), ws.config)
+    if as_json:
+        echo_json(info)
+        return
+    for key, value in info.items():
+        if key == "packages":
+            value = " ".join(f"{k}=={v}" for k, v in value.items())
+        elif isinstance(value, list):
+            value = " ".join(value)
+        click.echo(f"{key:20} {value}")
+
+
+@click.command("validate")
+@click.option("--junit", "junit", metavar="FILE", type=click.Path(dir_okay=False), help="Also write JUnit XML.")
+@click.pass_context
+def cmd_validate(ctx: click.Context, junit: str | None) -> int:
+    """Check every rule over the whole matrix and render every template; exit 1 on violations."""
+    from ..checks import validate_matrix
+
+    ws = workspace(ctx)
+    report = validate_matrix(ws.matrix, ws.config)
+    for violation in report.violations:
+        click.echo(str(violation))
+    if junit:
+        from ..junit import write_validate_junit
+
+        write_validate_junit(Path(junit), report)
+    click.echo(f"{report.profiles} profiles, {len(report.rules)} rules, {len(report.violations)} violations", err=True)
+    return 1 if report.violations else 0
+
+
+@click.command("compat")
+@click.option("--driver", metavar="VERSION", help="Node driver version (default: from nvidia-smi).")
+@click.option("--gpu", metavar="NAME|sm_XY", help="GPU model or architecture (default: from nvidia-smi when --driver is absent).")
+@framework_option
+@click.option("--all", "show_all", is_flag=True, help="Also list the profiles that can run.")
+@json_option
+@click.pass_context
+def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None, framework: str | None, show_all: bool, as_json: bool) -> int:
+    """Which profiles can run on a node with this driver (and GPU), and why the others cannot."""
+    from ..matrix.compat import gpu_arch, node_verdicts
+    from ..matrix.names import list_profiles
+    from ..node import read_node
+
+    ws = workspace(ctx)
+    if driver is None:
+        driver, detected = read_node()
+        gpu = gpu or detected
+    verdicts = node_verdicts(list_profiles(ws.matrix, framework), driver, gpu_arch(gpu, ws.matrix) if gpu else None)
+    if as_json:
+        echo_json([{"name": v.profile, "compatible": v.ok, "reasons": list(v.reasons), "notes": list(v.notes)} for v in verdicts])
+        return 0
+    for v in verdicts:
+        if v.ok and (show_all or v.notes):
+            click.echo(f"ok    {v.profile}" + "".join(f"  ({n})" for n in v.notes))
+        elif not v.ok:
+            click.echo(f"no    {v.profile}: {'; '.join(v.reasons)}")
+    good = sum(v.ok for v in verdicts)
+    click.echo(f"{good} of {len(verdicts)} profiles can run with driver {driver}" + (f" on {gpu}" if gpu else ""), err=True)
+    return 0
+
+
+@click.command("check")
+@click.argument("items", nargs=-1, required=True)
+@json_option
+@click.pass_context
+def cmd_check(ctx: click.Context, items: tuple[str, ...], as_json: bool) -> int:
+    """Is an ad-hoc combination compatible?  e.g. torch==2.3.1 cuda=12.1 python=3.12 nccl=2.20.5"""
+    from ..matrix.compat import check_combination, parse_combination
+
+    ws = workspace(ctx)
+    reasons, notes, profile = check_combination(parse_combination(items, ws.matrix), ws.matrix)
+    if as_json:
+        echo_json({"compatible": not reasons, "reasons": reasons, "notes": notes, "profile": profile.name if profile else None})
+    else:
+        click.echo(("compatible" if not reasons else "incompatible") + (f" ({profile.name})" if profile else ""))
+        for line in reasons + notes:
+            click.echo(f"  - {line}")
+    return 1 if reasons else 0
+
+
+@click.command("render")
+@click.argument("name")
+@click.option("-o", "--output", metavar="DIR", type=click.Path(file_okay=False), help="Write the whole build context here.")
+@python_option
+@click.option("--extra", "extras", multiple=True, metavar="REQ", help="An extra PEP 508 requirement (repeatable).")
+@click.pass_context
+def cmd_render(ctx: click.Context, name: str, output: str | None, python: str | None, extras: tuple[str, ...]) -> None:
+    """Print the Dockerfile of NAME, or write its complete build context to DIR."""
+    from ..render.dockerfile import context_files, write_context
+    from ..validate import check_python
+
+    ws = workspace(ctx)
+    files = context_files(ws.profile(name, python and check_python(python, "--python")), ws.config, extras=extras)
+    if output is None:
+        click.echo(files["Dockerfile"].decode(), nl=False)
+        return
+    for path in write_context(files, Path(output)):
+        click.echo(str(path))

@@ -1,0 +1,248 @@
+"""imagectl.toml: finding it, reading it, environment overrides, and validating every key.
+
+Where the configuration comes from, first match wins: ``--config PATH`` (passed in as ``path``),
+``$IMAGECTL_CONFIG``, ``./imagectl.toml``; no file at all is a valid, empty configuration.  Then each
+``IMAGECTL_<SECTION>_<KEY>`` variable replaces one key (lists are comma-separated), and
+``IMAGECTL_MIRRORS`` replaces the whole mirror table (``docker.io=mirror.example.com/hub,ghcr.io=...``).
+Relative paths resolve against the directory of the file that names them (the working directory for
+variables).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import ConfigError, ValidationError
+from .reference import parse_reference
+from .tomlfile import load_toml
+from .validate import check_env_name, check_host, check_text, check_url
+
+NETWORK_MODES = ("default", "host", "bridge", "none")
+
+# section -> key -> kind; the one declaration of every key imagectl reads.
+SCHEMA: dict[str, dict[str, str]] = {
+    "registry": {"url": "host", "namespace": "namespace", "insecure": "bool"},
+    "pip": {"index_url": "url", "extra_index_urls": "urls", "trusted_hosts": "hosts"},
+    "apt": {"mirror": "url"},
+    "build": {"network": "network", "ca_bundle": "file", "args": "args"},
+    "paths": {"matrices": "dirs", "templates": "dirs"},
+    "tags": {"prune_min_age_days": "int"},
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """The resolved configuration; every value already validated."""
+
+    registry_url: str | None = None
+    namespace: str = "imagectl"
+    insecure: bool = False
+    mirrors: Mapping[str, str] = field(default_factory=dict)
+    pip_index_url: str | None = None
+    pip_extra_index_urls: tuple[str, ...] = ()
+    pip_trusted_hosts: tuple[str, ...] = ()
+    apt_mirror: str | None = None
+    build_network: str | None = None
+    ca_bundle: Path | None = None
+    build_args: Mapping[str, str] = field(default_factory=dict)
+    matrix_dirs: tuple[Path, ...] = ()
+    template_dirs: tuple[Path, ...] = ()
+    prune_min_age_days: int = 7
+    source: str = "defaults"
+
+
+def find_config_file(path: str | None, env: Mapping[str, str], cwd: Path) -> Path | None:
+    """The configuration file to read, or None; raises ConfigError for a named file that is missing."""
+    named = path or env.get("IMAGECTL_CONFIG")
+    if named:
+        candidate = (cwd / named).resolve()
+        if not candidate.is_file():
+            origin = "--config" if path else "IMAGECTL_CONFIG"
+            raise ConfigError(f"{origin}: configuration file {named} not found")
+        return candidate
+    default = cwd / "imagectl.toml"
+    return default if default.is_file() else None
+
+
+def load_config(path: str | None = None, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Config:
+    """Find, read, override from the environment and validate the configuration.
+
+    Raises ConfigError (exit 2) naming the file or variable and the key at fault.
+    """
+    env = os.environ if env is None else env
+    cwd = cwd or Path.cwd()
+    file = find_config_file(path, env, cwd)
+    raw: dict[str, Any] = load_toml(file, ConfigError) if file else {}
+    where = str(file) if file else "configuration"
+    _check_sections(raw, where)
+    values = _flatten(raw, file.parent if file else cwd, where)
+    values.update(_env_overrides(env, cwd))
+    return _build(values, str(file) if file else "defaults")
+
+
+def _check_sections(raw: dict[str, Any], where: str) -> None:
+    for section, body in raw.items():
+        if section == "mirrors":
+            if not isinstance(body, dict):
+                raise ConfigError(f"{where}: [mirrors] must be a table of registry = mirror prefix")
+            continue
+        if section not in SCHEMA:
+            raise ConfigError(f"{where}: unknown section [{section}] (known: {', '.join(sorted([*SCHEMA, 'mirrors']))})")
+        if not isinstance(body, dict):
+            raise ConfigError(f"{where}: [{section}] must be a table")
+        for key in body:
+            if key not in SCHEMA[section]:
+                raise ConfigError(f"{where}: unknown key {key!r} in [{section}] (known: {', '.join(SCHEMA[section])})")
+
+
+def _flatten(raw: dict[str, Any], base: Path, where: str) -> dict[tuple[str, str], tuple[Any, str, Path]]:
+    values: dict[tuple[str, str], tuple[Any, str, Path]] = {}
+    for section, body in raw.items():
+        for key, value in body.items():
+            values[(section, key)] = (value, f"{where}: [{section}] {key}", base)
+    return values
+
+
+def _env_overrides(env: Mapping[str, str], cwd: Path) -> dict[tuple[str, str], tuple[Any, str, Path]]:
+    values: dict[tuple[str, str], tuple[Any, str, Path]] = {}
+    for section, keys in SCHEMA.items():
+        for key, kind in keys.items():
+            name = f"IMAGECTL_{section.upper()}_{key.upper()}"
+            if name in env:
+                values[(section, key)] = (_from_env(env[name], kind), name, cwd)
+    if "IMAGECTL_MIRRORS" in env:
+        values[("mirrors", "*")] = (_parse_pairs(env["IMAGECTL_MIRRORS"], "IMAGECTL_MIRRORS"), "IMAGECTL_MIRRORS", cwd)
+    return values
+
+
+def _from_env(text: str, kind: str) -> Any:
+    if kind in ("urls", "hosts", "dirs"):
+        return [part.strip() for part in text.split(",") if part.strip()]
+    if kind == "bool":
+        return text.strip().lower() in ("1", "true", "yes", "on")
+    if kind == "args":
+        return _parse_pairs(text, "IMAGECTL_BUILD_ARGS")
+    if kind == "int":
+        return int(text) if text.strip().isdigit() else text
+    return text
+
+
+def _parse_pairs(text: str, what: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"{what}: expected KEY=VALUE pairs separated by commas, got {item!r}")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def _build(values: dict[tuple[str, str], tuple[Any, str, Path]], source: str) -> Config:
+    out: dict[str, Any] = {"source": source}
+    mirrors: dict[str, Any] = {}
+    for (section, key), (value, where, base) in sorted(values.items()):
+        try:
+            if section == "mirrors":
+                mirrors.update(_mirrors(value if key == "*" else {key: value}, where))
+            else:
+                out.update(_convert(section, key, SCHEMA[section][key], value, base))
+        except ValidationError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    out["mirrors"] = mirrors
+    return Config(**out)
+
+
+def _mirrors(table: dict[str, Any], where: str) -> dict[str, str]:
+    out = {}
+    for domain, prefix in table.items():
+        check_host(domain, "mirrored registry")
+        if not isinstance(prefix, str):
+            raise ValidationError(f"mirror for {domain}: expected a string")
+        parse_reference(f"{prefix.rstrip('/')}/probe")
+        out[domain] = prefix.rstrip("/")
+    return out
+
+
+_FIELDS = {
+    ("registry", "url"): "registry_url", ("registry", "namespace"): "namespace",
+    ("registry", "insecure"): "insecure", ("pip", "index_url"): "pip_index_url",
+    ("pip", "extra_index_urls"): "pip_extra_index_urls", ("pip", "trusted_hosts"): "pip_trusted_hosts",
+    ("apt", "mirror"): "apt_mirror", ("build", "network"): "build_network",
+    ("build", "ca_bundle"): "ca_bundle", ("build", "args"): "build_args",
+    ("paths", "matrices"): "matrix_dirs", ("paths", "templates"): "template_dirs",
+    ("tags", "prune_min_age_days"): "prune_min_age_days",
+}
+
+
+def _convert(section: str, key: str, kind: str, value: Any, base: Path) -> dict[str, Any]:
+    return {_FIELDS[(section, key)]: _CONVERTERS[kind](value, base)}
+
+
+def _as_list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValidationError(f"expected a list, got {value!r}")
+    return value
+
+
+def _as_bool(value: Any, _base: Path) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _as_int(value: Any, _base: Path) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValidationError(f"expected a whole number >= 0, got {value!r}")
+    return value
+
+
+def _as_namespace(value: Any, _base: Path) -> str:
+    if not isinstance(value, str) or not value.strip("/"):
+        raise ValidationError(f"{value!r} is not a namespace like ml or team/ml")
+    parse_reference(f"localhost/{value.strip('/')}/probe")
+    return value.strip("/")
+
+
+def _as_network(value: Any, _base: Path) -> str:
+    if value not in NETWORK_MODES:
+        raise ValidationError(f"{value!r} is not one of {', '.join(NETWORK_MODES)}")
+    return value
+
+
+def _as_file(value: Any, base: Path) -> Path:
+    path = (base / str(value)).resolve()
+    if not isinstance(value, str) or not path.is_file():
+        raise ValidationError(f"{value!r} is not a readable file")
+    return path
+
+
+def _as_dirs(value: Any, base: Path) -> tuple[Path, ...]:
+    paths = tuple((base / str(item)).resolve() for item in _as_list(value))
+    for item, path in zip(value, paths):
+        if not path.is_dir():
+            raise ValidationError(f"{item!r} is not a directory")
+    return paths
+
+
+def _as_args(value: Any, _base: Path) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValidationError("expected a table of NAME = value")
+    return {check_env_name(k, "build arg"): check_text(str(v), f"build arg {k}") for k, v in value.items()}
+
+
+_CONVERTERS = {
+    "host": lambda v, b: check_host(v, "registry url (host[:port])"),
+    "namespace": _as_namespace,
+    "bool": _as_bool,
+    "int": _as_int,
+    "url": lambda v, b: check_url(v),
+    "urls": lambda v, b: tuple(check_url(item) for item in _as_list(v)),
+    "hosts": lambda v, b: tuple(check_host(item) for item in _as_list(v)),
+    "network": _as_network,
+    "file": _as_file,
+    "dirs": _as_dirs,
+    "args": _as_args,
+}

@@ -1,0 +1,63 @@
+"""Plain-data descriptions of profiles for ``list`` and ``show`` (JSON and tables)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import Config
+from .matrix.model import Profile
+from .render.context import base_reference, index_url
+from .tags.naming import moving_reference
+
+
+def describe_profile(profile: Profile, config: Config) -> dict[str, Any]:
+    """Everything ``show --json`` prints for a profile (see README for the keys)."""
+    return {
+        "name": profile.name,
+        "framework": profile.framework.name,
+        "framework_version": profile.release.version,
+        "cuda": profile.variant.cuda,
+        "cuda_release": profile.toolkit.release,
+        "cudnn": profile.variant.cudnn,
+        "nccl": profile.variant.nccl,
+        "python": profile.python,
+        "python_supported": list(profile.release.python),
+        "flavor": profile.flavor,
+        "os": profile.os.name,
+        "base_image": str(profile.base_image),
+        "base_image_pull": str(base_reference(profile, config)),
+        "min_driver": profile.toolkit.min_driver,
+        "min_driver_compat": profile.toolkit.min_driver_compat,
+        "gpu_archs": list(profile.variant.archs or profile.toolkit.archs),
+        "pypi_default_build": profile.variant.pypi,
+        "index_url": index_url(profile, config),
+        "packages": dict(profile.packages),
+        "image": moving_reference(profile.name, config).familiar,
+    }
+
+
+LIST_COLUMNS = ("name", "framework_version", "cuda", "cudnn", "nccl", "python", "min_driver")
+
+
+def list_row(profile: Profile) -> dict[str, Any]:
+    """The short description ``list`` prints per profile."""
+    return {
+        "name": profile.name,
+        "framework": profile.framework.name,
+        "framework_version": profile.release.version,
+        "cuda": profile.variant.cuda,
+        "cudnn": profile.variant.cudnn,
+        "nccl": profile.variant.nccl,
+        "python": profile.python,
+        "python_supported": list(profile.release.python),
+        "flavor": profile.flavor,
+        "os": profile.os.name,
+        "min_driver": profile.toolkit.min_driver,
+    }
+
+
+def format_table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    """A plain aligned text table of ``columns`` (None shows as ``-``)."""
+    cells = [[str(c).upper() for c in columns]] + [["-" if r.get(c) is None else str(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in cells)

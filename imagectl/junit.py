@@ -1,0 +1,34 @@
+"""JUnit XML for CI systems: one suite per command run, one case per checked thing."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Iterable
+
+
+def junit_xml(suite: str, cases: Iterable[tuple[str, str, str | None]]) -> bytes:
+    """A JUnit document; each case is ``(classname, name, failure message or None)``."""
+    cases = list(cases)
+    failures = sum(1 for _, _, failure in cases if failure)
+    root = ET.Element("testsuites")
+    node = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)), failures=str(failures), errors="0")
+    for classname, name, failure in cases:
+        case = ET.SubElement(node, "testcase", classname=classname, name=name)
+        if failure:
+            ET.SubElement(case, "failure", message=failure.splitlines()[0][:500]).text = failure
+    ET.indent(root)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def write_junit(path: Path, suite: str, cases: Iterable[tuple[str, str, str | None]]) -> None:
+    """Write a JUnit document to ``path``."""
+    path.write_bytes(junit_xml(suite, cases))
+
+
+def write_validate_junit(path: Path, report: object) -> None:
+    """JUnit for ``validate``: one case per rule, failing with that rule's violations."""
+    by_rule: dict[str, list[str]] = {name.replace("_", "-"): [] for name in report.rules}  # type: ignore[attr-defined]
+    for violation in report.violations:  # type: ignore[attr-defined]
+        by_rule.setdefault(violation.rule, []).append(str(violation))
+    write_junit(path, "imagectl.validate", (("imagectl.validate", rule, "\n".join(found) or None) for rule, found in by_rule.items()))

@@ -1,0 +1,134 @@
+"""The matrix as frozen data: toolkits, operating systems, frameworks, releases, variants, profiles.
+
+Nothing here reads files; :mod:`imagectl.matrix.load` builds these objects from TOML.  Versions are kept as
+the strings the matrix wrote (validated as PEP 440 at load) and compared with ``packaging.version.Version``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from packaging.version import Version
+
+from ..reference import Reference
+
+
+@dataclass(frozen=True)
+class OsInfo:
+    """An operating system of the base images and the Pythons its archive carries."""
+
+    name: str
+    python: str
+    apt_python: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CudaToolkit:
+    """One CUDA minor release: driver floors, GPU targets and the OSes nvidia/cuda publishes it for."""
+
+    version: str  # "12.1"
+    release: str  # "12.1.1": the update the base images carry
+    min_driver: str  # full compatibility
+    min_driver_compat: str  # minor-version compatibility floor
+    archs: tuple[str, ...]
+    os: tuple[str, ...]  # the first is the default
+
+    @property
+    def major(self) -> int:
+        """The CUDA major version (12 for 12.1)."""
+        return Version(self.version).major
+
+
+@dataclass(frozen=True)
+class BaseImages:
+    """How a base image reference is made: repository, flavours (first is default) and tag pattern."""
+
+    repository: str
+    flavors: tuple[str, ...]
+    tag: str
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One CUDA build of a framework release, with the exact pins of its wheels."""
+
+    cuda: str
+    pypi: bool
+    cudnn: str | None
+    nccl: str | None
+    pins: tuple[tuple[str, str], ...]  # (pip name, exact version), sorted by name
+    archs: tuple[str, ...] = ()  # GPU targets of the build, when narrower than the toolkit's
+
+
+@dataclass(frozen=True)
+class Release:
+    """One framework release: supported Pythons, companion packages and its CUDA variants."""
+
+    version: str
+    python: tuple[str, ...]
+    companions: tuple[tuple[str, str], ...]
+    variants: tuple[Variant, ...]
+
+    @property
+    def minor(self) -> str:
+        """``2.3`` for ``2.3.1``."""
+        v = Version(self.version)
+        return f"{v.major}.{v.minor}"
+
+
+@dataclass(frozen=True)
+class Framework:
+    """A framework as the matrix declares it; adding one is a TOML file, not code."""
+
+    name: str
+    label: str
+    package: str
+    companions: tuple[str, ...]
+    cuda_tag: str  # pattern, e.g. "cu{major}{minor}"
+    index_url: str  # pattern with {cuda_tag}
+    pypi_index_url: str
+    check: str  # name of the check partial under templates/check/
+    releases: tuple[Release, ...]  # newest first
+    source: Path
+
+    def tag_of(self, cuda: str) -> str:
+        """The framework's name for a CUDA version: ``cu121`` for torch and 12.1."""
+        v = Version(cuda)
+        return self.cuda_tag.format(major=v.major, minor=v.minor)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """Everything the matrix files declare, merged."""
+
+    base: BaseImages
+    os: Mapping[str, OsInfo]
+    cuda: Mapping[str, CudaToolkit]
+    gpus: Mapping[str, str]
+    frameworks: Mapping[str, Framework]
+    files: tuple[Path, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One resolved combination: the unit imagectl renders, builds, tags and checks."""
+
+    name: str
+    framework: Framework
+    release: Release
+    variant: Variant
+    toolkit: CudaToolkit
+    os: OsInfo
+    flavor: str
+    python: str
+    base_image: Reference  # the public reference, before mirrors
+
+    @property
+    def packages(self) -> tuple[tuple[str, str], ...]:
+        """Every pip package the image pins, sorted: framework, companions and the variant's pins."""
+        pins = {self.framework.package: self.release.version}
+        pins.update(self.release.companions)
+        pins.update(self.variant.pins)
+        return tuple(sorted(pins.items()))

@@ -1,0 +1,156 @@
+"""Profile names: parsing, resolving against the matrix, listing, and suggesting close names.
+
+A name is ``FRAMEWORK-VERSION-CUDATAG`` followed by optional suffixes in any order: an OS
+(``-ubuntu24.04``), a flavour (``-devel``) and a Python (``-py3.11``).  ``VERSION`` is a minor line
+(``2.3``: its newest patch in the matrix) or a full release (``2.3.1``).  The canonical name writes the
+suffixes that differ from the defaults, in the order OS, flavour, Python.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from ..errors import UnknownProfileError
+from ..reference import parse_reference
+from .model import Framework, Matrix, Profile, Release, Variant
+
+_NAME_RE = re.compile(r"^(?P<fw>[a-z][a-z0-9_]*)-(?P<version>[0-9]+(?:\.[0-9]+){1,2})(?:-(?P<cuda>[a-z]+[0-9]+))?(?P<rest>(?:-[a-z0-9.]+)*)$")
+_PY_RE = re.compile(r"^py(3\.[0-9]{1,2})$")
+
+
+@dataclass(frozen=True)
+class ParsedName:
+    """The parts of a profile name, not yet checked against the matrix."""
+
+    framework: str
+    version: str
+    cuda_tag: str | None
+    os: str | None = None
+    flavor: str | None = None
+    python: str | None = None
+
+
+def parse_name(name: str, matrix: Matrix) -> ParsedName:
+    """Split ``name`` into its parts; raises UnknownProfileError when it is not a profile name."""
+    match = _NAME_RE.match(name or "")
+    if not match:
+        raise _unknown(name, matrix, "is not a profile name like torch-2.3-cu121")
+    parts: dict[str, str] = {}
+    for token in filter(None, match["rest"].split("-")):
+        kind = _suffix_kind(token, matrix)
+        if kind is None or kind in parts:
+            raise _unknown(name, matrix, f"has an unknown or repeated suffix -{token}")
+        parts[kind] = token if kind != "python" else _PY_RE.match(token)[1]  # type: ignore[index]
+    return ParsedName(match["fw"], match["version"], match["cuda"], **parts)
+
+
+def _suffix_kind(token: str, matrix: Matrix) -> str | None:
+    if _PY_RE.match(token):
+        return "python"
+    if token in matrix.base.flavors:
+        return "flavor"
+    if token in matrix.os:
+        return "os"
+    return None
+
+
+def resolve_profile(name: str, matrix: Matrix, python: str | None = None) -> Profile:
+    """The profile ``name`` stands for (``python`` overrides a ``-pyX.Y`` suffix).
+
+    Raises UnknownProfileError, listing the closest valid names, when nothing or several things match.
+    """
+    parsed = parse_name(name, matrix)
+    fw = matrix.frameworks.get(parsed.framework)
+    if fw is None:
+        raise _unknown(name, matrix, f"names no framework in the matrix ({', '.join(sorted(matrix.frameworks))})")
+    release = _release(fw, parsed.version, name, matrix)
+    variant = _variant(fw, release, parsed.cuda_tag, name, matrix)
+    return build_profile(matrix, fw, release, variant, parsed.version, parsed.os, parsed.flavor, python or parsed.python)
+
+
+def _release(fw: Framework, version: str, name: str, matrix: Matrix) -> Release:
+    wanted = Version(version)
+    if len(wanted.release) == 3:
+        found = [r for r in fw.releases if Version(r.version) == wanted]
+    else:
+        found = [r for r in fw.releases if r.minor == version]
+    if not found:
+        known = ", ".join(sorted({r.minor for r in fw.releases}, key=Version))
+        raise _unknown(name, matrix, f"names no {fw.name} release {version} (known: {known})")
+    return found[0]
+
+
+def _variant(fw: Framework, release: Release, cuda_tag: str | None, name: str, matrix: Matrix) -> Variant:
+    tags = {fw.tag_of(v.cuda): v for v in release.variants}
+    if cuda_tag in tags:
+        return tags[cuda_tag]  # type: ignore[index]
+    if cuda_tag is None and len(tags) == 1:
+        return next(iter(tags.values()))
+    what = "is ambiguous: name a CUDA build" if cuda_tag is None else f"names no CUDA build {cuda_tag}"
+    raise _unknown(name, matrix, f"{what} of {fw.name} {release.version} ({', '.join(sorted(tags))})")
+
+
+def default_python(release: Release, os_python: str, apt: tuple[str, ...]) -> str:
+    """The Python a profile builds with: the OS's own when the release supports it, else the newest
+    supported one the OS archive carries, else the newest the release supports."""
+    if os_python in release.python:
+        return os_python
+    available = [p for p in release.python if p in apt] or list(release.python)
+    return max(available, key=Version)
+
+
+def build_profile(matrix: Matrix, fw: Framework, release: Release, variant: Variant, version: str,
+                  os_name: str | None = None, flavor: str | None = None, python: str | None = None) -> Profile:
+    """Assemble a profile and its canonical name; raises UnknownProfileError for an unknown OS/flavour."""
+    toolkit = matrix.cuda.get(variant.cuda)
+    base_name = f"{fw.name}-{version}-{fw.tag_of(variant.cuda)}"
+    if toolkit is None:
+        raise UnknownProfileError(f"{base_name}: CUDA {variant.cuda} is not declared in the matrix's [cuda] tables")
+    os_name = os_name or toolkit.os[0]
+    if os_name not in toolkit.os or os_name not in matrix.os:
+        raise UnknownProfileError(f"{base_name}: no {os_name} base image for CUDA {variant.cuda} (have: {', '.join(toolkit.os)})")
+    os_info = matrix.os[os_name]
+    flavor = flavor or matrix.base.flavors[0]
+    chosen = python or default_python(release, os_info.python, os_info.apt_python)
+    if chosen not in release.python:
+        raise UnknownProfileError(f"{base_name}: {fw.name} {release.version} has no wheels for Python {chosen} (has: {', '.join(release.python)})")
+    suffix = [s for s, default in ((os_name, toolkit.os[0]), (flavor, matrix.base.flavors[0])) if s != default]
+    if python and python != default_python(release, os_info.python, os_info.apt_python):
+        suffix.append(f"py{python}")
+    tag = matrix.base.tag.format(cuda_release=toolkit.release, cuda=variant.cuda, flavor=flavor, os=os_name)
+    base = parse_reference(f"{matrix.base.repository}:{tag}")
+    return Profile("-".join([base_name, *suffix]), fw, release, variant, toolkit, os_info, flavor, chosen, base)
+
+
+def list_profiles(matrix: Matrix, framework: str | None = None) -> list[Profile]:
+    """Every listed profile: each minor line's newest release x CUDA variant x OS x flavour."""
+    out: list[Profile] = []
+    for name in sorted(matrix.frameworks):
+        if framework and name != framework:
+            continue
+        fw = matrix.frameworks[name]
+        seen: set[str] = set()
+        for release in fw.releases:
+            if release.minor in seen:
+                continue
+            seen.add(release.minor)
+            for variant in release.variants:
+                toolkit = matrix.cuda.get(variant.cuda)
+                for os_name in toolkit.os if toolkit else ():
+                    for flavor in matrix.base.flavors:
+                        out.append(build_profile(matrix, fw, release, variant, release.minor, os_name, flavor))
+    return out
+
+
+def _unknown(name: str, matrix: Matrix, why: str) -> UnknownProfileError:
+    try:
+        names = [p.name for p in list_profiles(matrix)]
+    except UnknownProfileError:
+        names = []
+    close = difflib.get_close_matches(name or "", names, n=5, cutoff=0.5)
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    return UnknownProfileError(f"profile {name!r} {why}{hint}")

@@ -1,0 +1,139 @@
+"""Image references: parsing by the Docker reference grammar, normalising, and mirror rewriting.
+
+The grammar is the one the distribution project documents (``reference.go``)::
+
+    reference      := name [ ":" tag ] [ "@" digest ]
+    name           := [domain "/"] path-component ["/" path-component]*
+    path-component := [a-z0-9]+ (separator [a-z0-9]+)*      separator := "." | "_" | "__" | "-"+
+    tag            := [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
+    digest         := algorithm ":" hex
+
+A first component is a domain when it contains "." or ":" or is "localhost"; otherwise the image is on
+Docker Hub (``docker.io``), whose one-component names live under ``library/``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from .errors import ValidationError
+
+DEFAULT_DOMAIN = "docker.io"
+_COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
+_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])(?::[0-9]{1,5})?"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_DIGEST = r"[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-fA-F0-9]{32,}"
+_PATH_RE = re.compile(rf"^{_COMPONENT}(?:/{_COMPONENT})*$")
+_DOMAIN_RE = re.compile(rf"^{_DOMAIN}$")
+_TAG_RE = re.compile(rf"^{_TAG}$")
+_DIGEST_RE = re.compile(rf"^{_DIGEST}$")
+_MAX_NAME = 255
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A parsed, normalised image reference (``domain/path[:tag][@digest]``)."""
+
+    domain: str
+    path: str
+    tag: str | None = None
+    digest: str | None = None
+
+    @property
+    def repository(self) -> str:
+        """``domain/path``, the name without tag or digest."""
+        return f"{self.domain}/{self.path}"
+
+    def with_tag(self, tag: str) -> "Reference":
+        """The same repository with ``tag`` and no digest; raises ValidationError for a bad tag."""
+        return Reference(self.domain, self.path, check_tag(tag), None)
+
+    def with_digest(self, digest: str) -> "Reference":
+        """The same repository and tag pinned to ``digest``."""
+        return Reference(self.domain, self.path, self.tag, check_digest(digest))
+
+    def __str__(self) -> str:
+        out = self.repository
+        if self.tag:
+            out += f":{self.tag}"
+        if self.digest:
+            out += f"@{self.digest}"
+        return out
+
+    @property
+    def familiar(self) -> str:
+        """The short form people type (``nvidia/cuda:12.1.1-runtime-ubuntu22.04``)."""
+        full = str(self)
+        if self.domain != DEFAULT_DOMAIN:
+            return full
+        short = full[len(DEFAULT_DOMAIN) + 1 :]
+        return short[len("library/") :] if short.startswith("library/") else short
+
+
+def check_tag(tag: str) -> str:
+    """Return ``tag`` if it is a valid tag; raises ValidationError otherwise."""
+    if not _TAG_RE.match(tag or ""):
+        raise ValidationError(f"invalid image tag {tag!r}: tags are 1-128 of [A-Za-z0-9_.-], not starting with . or -")
+    return tag
+
+
+def check_digest(digest: str) -> str:
+    """Return ``digest`` if it looks like ``sha256:<hex>``; raises ValidationError otherwise."""
+    if not _DIGEST_RE.match(digest or ""):
+        raise ValidationError(f"invalid image digest {digest!r}: expected algorithm:hex, e.g. sha256:...")
+    return digest
+
+
+def _split_domain(name: str) -> tuple[str, str]:
+    first, sep, rest = name.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost" or first != first.lower()):
+        return first, rest
+    return DEFAULT_DOMAIN, name
+
+
+def parse_reference(text: str) -> Reference:
+    """Parse and normalise an image reference; raises ValidationError naming what is wrong."""
+    if not isinstance(text, str) or not text or text != text.strip() or any(c.isspace() for c in text):
+        raise ValidationError(f"invalid image reference {text!r}: empty or contains whitespace")
+    rest, _, digest = text.partition("@")
+    tag = None
+    slash = rest.rfind("/")
+    colon = rest.rfind(":")
+    if colon > slash:
+        rest, tag = rest[:colon], rest[colon + 1 :]
+    domain, path = _split_domain(rest)
+    if domain == DEFAULT_DOMAIN and "/" not in path:
+        path = f"library/{path}"
+    if not _DOMAIN_RE.match(domain):
+        raise ValidationError(f"invalid image reference {text!r}: bad registry host {domain!r}")
+    if not _PATH_RE.match(path) or len(path) + len(domain) + 1 > _MAX_NAME:
+        raise ValidationError(
+            f"invalid image reference {text!r}: repository {path!r} must be lower-case components of "
+            "[a-z0-9] joined by '.', '_', '__' or '-', separated by '/'"
+        )
+    if tag is not None:
+        try:
+            check_tag(tag)
+        except ValidationError:
+            raise ValidationError(f"invalid image reference {text!r}: bad tag {tag!r}") from None
+    if digest:
+        try:
+            check_digest(digest)
+        except ValidationError:
+            raise ValidationError(f"invalid image reference {text!r}: bad digest {digest!r}") from None
+    return Reference(domain, path, tag, digest or None)
+
+
+def apply_mirror(ref: Reference, mirrors: Mapping[str, str]) -> Reference:
+    """Rewrite ``ref`` to be pulled through the mirror configured for its domain, if any.
+
+    ``mirrors`` maps a registry domain (``docker.io``) to a mirror prefix (``mirror.example.com/dockerhub``);
+    the image's path is appended to the prefix.  References of other domains come back unchanged.
+    """
+    prefix = mirrors.get(ref.domain)
+    if not prefix:
+        return ref
+    mirrored = parse_reference(f"{prefix.rstrip('/')}/{ref.path}")
+    return Reference(mirrored.domain, mirrored.path, ref.tag, ref.digest)

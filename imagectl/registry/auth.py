@@ -1,0 +1,230 @@
+"""Answering a registry's 401 challenge: anonymous, HTTP basic, or the bearer-token flow.
+
+A registry that wants credentials answers ``401`` with ``WWW-Authenticate: Basic realm=...`` or
+``WWW-Authenticate: Bearer realm="https://auth.example/token",service="registry",scope="repository:x:pull"``.
+For bearer, the :class:`Authenticator` asks the realm for a token for the scope (with basic credentials when
+it has some, anonymously otherwise), caches it keyed by realm + service + scope until it expires, and hands
+out ``Authorization`` values.  Once a registry's challenge is known, later requests carry a header from the
+start, so each scope costs one token request, not one 401 per call.
+
+Tokens and passwords stay inside this module's objects: no repr, log line or error message shows them.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Protocol
+
+import requests
+
+from ..errors import AuthError
+from .credentials import Credentials
+from .error_factory import error_from_response, oci_error_detail
+
+log = logging.getLogger(__name__)
+
+_PARAM_RE = re.compile(r'([A-Za-z][\w-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))')
+_DEFAULT_TOKEN_LIFETIME_S = 60
+_EXPIRY_MARGIN_S = 5.0
+
+CredentialsLookup = Callable[[str], "Credentials | None"]
+
+
+class Send(Protocol):
+    """How the authenticator reaches a token server: the client's retrying, TLS-aware request function."""
+
+    def __call__(self, method: str, url: str, *, params: object = None, headers: Mapping[str, str] | None = None) -> requests.Response: ...
+
+
+@dataclass(frozen=True)
+class Challenge:
+    """A parsed ``WWW-Authenticate`` challenge: scheme (lower case) and its parameters."""
+
+    scheme: str
+    params: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def realm(self) -> str:
+        return self.params.get("realm", "")
+
+    @property
+    def service(self) -> str:
+        return self.params.get("service", "")
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        return tuple(self.params.get("scope", "").split())
+
+
+def parse_challenge(header: str) -> Challenge | None:
+    """The challenge in a ``WWW-Authenticate`` value, or None if the value is empty or has no scheme."""
+    scheme, _, rest = header.strip().partition(" ")
+    if not scheme or "=" in scheme:
+        return None
+    params = {m.group(1).lower(): (m.group(2) if m.group(2) is not None else m.group(3)) for m in _PARAM_RE.finditer(rest)}
+    return Challenge(scheme.lower(), {k: v.replace('\\"', '"') for k, v in params.items()})
+
+
+def repository_scope(repository: str, *actions: str) -> str:
+    """The token scope ``repository:<name>:<actions>`` (``repository:team/torch:pull,push``)."""
+    return f"repository:{repository}:{','.join(actions)}"
+
+
+def merge_scopes(*groups: tuple[str, ...]) -> tuple[str, ...]:
+    """All scopes of ``groups`` in first-seen order, duplicates dropped."""
+    return tuple(dict.fromkeys(scope for group in groups for scope in group))
+
+
+def basic_header(credentials: Credentials) -> str:
+    """The ``Authorization`` value for HTTP basic authentication."""
+    pair = f"{credentials.username}:{credentials.password}".encode()
+    return "Basic " + base64.b64encode(pair).decode("ascii")
+
+
+@dataclass
+class _Token:
+    value: str = field(repr=False)
+    expires_at: float
+
+
+class TokenCache:
+    """Bearer tokens keyed by (realm, service, scopes), each dropped when it expires; one per client."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._tokens: dict[tuple[str, str, tuple[str, ...]], _Token] = {}
+
+    def __repr__(self) -> str:
+        return f"TokenCache({len(self._tokens)} tokens)"
+
+    def get(self, key: tuple[str, str, tuple[str, ...]]) -> str | None:
+        """The cached token for ``key`` if it has not expired, else None."""
+        token = self._tokens.get(key)
+        if token is None or token.expires_at <= self._clock():
+            self._tokens.pop(key, None)
+            return None
+        return token.value
+
+    def put(self, key: tuple[str, str, tuple[str, ...]], value: str, lifetime_s: float) -> None:
+        """Remember ``value`` for ``key`` for ``lifetime_s`` seconds (less a small safety margin)."""
+        margin = min(_EXPIRY_MARGIN_S, lifetime_s / 10)
+        self._tokens[key] = _Token(value, self._clock() + lifetime_s - margin)
+
+    def forget(self, key: tuple[str, str, tuple[str, ...]]) -> None:
+        """Drop the token for ``key`` (the registry refused it)."""
+        self._tokens.pop(key, None)
+
+
+class Authenticator:
+    """Hands out ``Authorization`` values for one registry and answers its 401 challenges.
+
+    ``credentials`` are used as given; otherwise ``lookup(registry)`` is called once, on the first challenge
+    that needs them (so an anonymous registry never runs a credential helper).  ``allow_http_realm`` permits
+    sending credentials to a plain-http token realm (only for registries the caller marked insecure).
+    """
+
+    def __init__(
+        self,
+        registry: str,
+        send: Send,
+        credentials: Credentials | None = None,
+        lookup: CredentialsLookup | None = None,
+        allow_http_realm: bool = False,
+        cache: TokenCache | None = None,
+    ) -> None:
+        self.registry = registry
+        self._send = send
+        self._credentials = credentials
+        self._lookup = lookup if credentials is None else None
+        self._allow_http_realm = allow_http_realm
+        self._cache = cache or TokenCache()
+        self._challenge: Challenge | None = None
+
+    def __repr__(self) -> str:
+        scheme = self._challenge.scheme if self._challenge else "unknown"
+        return f"Authenticator(registry={self.registry!r}, scheme={scheme!r})"
+
+    def header_for(self, scopes: tuple[str, ...]) -> str | None:
+        """The ``Authorization`` value to send up front for ``scopes``; None until a challenge is known.
+
+        Raises AuthError if the token server refuses the credentials, RegistryError if it cannot be reached.
+        """
+        if self._challenge is None:
+            return None
+        return self._header(self._challenge, scopes)
+
+    def answer(self, response: requests.Response, scopes: tuple[str, ...]) -> str | None:
+        """The ``Authorization`` value to retry a 401 ``response`` with; None if there is nothing to try.
+
+        A bearer token cached for these scopes is dropped first (the registry refused it).  Raises
+        AuthError if the token server refuses the credentials, RegistryError if it cannot be reached.
+        """
+        challenge = parse_challenge(response.headers.get("WWW-Authenticate", ""))
+        if challenge is None or challenge.scheme not in ("basic", "bearer"):
+            return None
+        self._challenge = Challenge(challenge.scheme, {k: v for k, v in challenge.params.items() if k != "scope"})
+        wanted = merge_scopes(scopes, challenge.scopes)
+        self._cache.forget(self._key(challenge, wanted))
+        return self._header(challenge, wanted)
+
+    def credentials(self) -> Credentials | None:
+        """The credentials for this registry, looked up at most once; None when there are none."""
+        if self._lookup is not None:
+            self._credentials, self._lookup = self._lookup(self.registry), None
+        return self._credentials
+
+    def _header(self, challenge: Challenge, scopes: tuple[str, ...]) -> str | None:
+        if challenge.scheme == "basic":
+            credentials = self.credentials()
+            return basic_header(credentials) if credentials else None
+        key = self._key(challenge, scopes)
+        token = self._cache.get(key)
+        if token is None:
+            token, lifetime = self._fetch_token(challenge, scopes)
+            self._cache.put(key, token, lifetime)
+        return f"Bearer {token}"
+
+    @staticmethod
+    def _key(challenge: Challenge, scopes: tuple[str, ...]) -> tuple[str, str, tuple[str, ...]]:
+        return (challenge.realm, challenge.service, scopes)
+
+    def _fetch_token(self, challenge: Challenge, scopes: tuple[str, ...]) -> tuple[str, float]:
+        """Ask the realm for a token; returns (token, lifetime in seconds). Raises AuthError or RegistryError."""
+        realm = challenge.realm
+        if not realm.startswith(("https://", "http://")):
+            raise AuthError(f"registry {self.registry}: bearer challenge has no usable realm ({realm!r})")
+        credentials = self.credentials()
+        headers = {"Authorization": basic_header(credentials)} if credentials else {}
+        if credentials and realm.startswith("http://") and not self._allow_http_realm:
+            raise AuthError(f"registry {self.registry}: token realm {realm} is plain http; refusing to send credentials")
+        params = [("service", challenge.service)] if challenge.service else []
+        params += [("scope", scope) for scope in scopes]
+        log.debug("requesting a token from %s for %s", realm, " ".join(scopes) or "no scope")
+        response = self._send("GET", realm, params=params, headers=headers)
+        if response.status_code in (401, 403):
+            raise self._refused(response, realm, credentials)
+        if response.status_code != 200:
+            raise error_from_response(response, self.registry, f"token from {realm}")
+        return _parse_token_answer(response, self.registry, realm)
+
+    def _refused(self, response: requests.Response, realm: str, credentials: Credentials | None) -> AuthError:
+        who = f"user {credentials.username!r}" if credentials else "anonymous access (no credentials found)"
+        detail = oci_error_detail(response)
+        suffix = f" ({detail})" if detail else ""
+        return AuthError(f"registry {self.registry}: token server {realm} refused {who}: {response.status_code}{suffix}")
+
+
+def _parse_token_answer(response: requests.Response, registry: str, realm: str) -> tuple[str, float]:
+    try:
+        answer = response.json()
+        token = answer.get("token") or answer.get("access_token")
+        lifetime = float(answer.get("expires_in") or _DEFAULT_TOKEN_LIFETIME_S)
+    except (ValueError, AttributeError, TypeError):
+        raise AuthError(f"registry {registry}: token server {realm} answered something that is not a token") from None
+    if not isinstance(token, str) or not token:
+        raise AuthError(f"registry {registry}: token server {realm} answered no token")
+    return token, lifetime

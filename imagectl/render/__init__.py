@@ -1,0 +1,1 @@
+"""Rendering: profile -> plain context dict -> Dockerfile and build context (see :mod:`.context`)."""

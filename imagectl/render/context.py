@@ -1,0 +1,110 @@
+"""The plain-dict context templates render from: every value validated, every collection sorted.
+
+``render_context`` is pure: the profile, the configuration and a few build facts in, a dict out.  Nothing
+user-controlled reaches a template without passing a grammar of :mod:`imagectl.validate` (the matrix and
+the configuration are checked when loaded; extras are checked here).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .. import __version__
+from ..config import Config
+from ..matrix.model import Profile
+from ..reference import Reference, apply_mirror
+from ..validate import check_requirement, check_url
+
+IMAGE_LABEL_PREFIX = "imagectl."
+
+
+def index_url(profile: Profile, config: Config) -> str:
+    """The pip index the profile installs from: the configured one, else the variant's default."""
+    fw = profile.framework
+    cuda_tag = fw.tag_of(profile.variant.cuda)
+    if config.pip_index_url:
+        return check_url(config.pip_index_url.replace("{cuda_tag}", cuda_tag), "pip.index_url")
+    if profile.variant.pypi:
+        return fw.pypi_index_url
+    return fw.index_url.replace("{cuda_tag}", cuda_tag)
+
+
+def base_reference(profile: Profile, config: Config, digest: str | None = None) -> Reference:
+    """The base image as the build pulls it: through the configured mirror, pinned to ``digest`` if known."""
+    ref = apply_mirror(profile.base_image, config.mirrors)
+    return ref.with_digest(digest) if digest else ref
+
+
+def image_labels(profile: Profile, base: Reference) -> dict[str, str]:
+    """OCI and imagectl labels recording the profile and every resolved version."""
+    v = profile.variant
+    packages = ",".join(f"{name}=={version}" for name, version in profile.packages)
+    labels = {
+        "org.opencontainers.image.title": profile.name,
+        "org.opencontainers.image.description": f"{profile.framework.label} {profile.release.version} with CUDA {v.cuda}, Python {profile.python}",
+        "org.opencontainers.image.version": profile.release.version,
+        "org.opencontainers.image.vendor": "imagectl",
+        "org.opencontainers.image.base.name": str(profile.base_image),
+        "imagectl.profile": profile.name,
+        "imagectl.framework": profile.framework.name,
+        "imagectl.framework.version": profile.release.version,
+        "imagectl.cuda": v.cuda,
+        "imagectl.cudnn": v.cudnn or "",
+        "imagectl.nccl": v.nccl or "",
+        "imagectl.python": profile.python,
+        "imagectl.flavor": profile.flavor,
+        "imagectl.os": profile.os.name,
+        "imagectl.min-driver": profile.toolkit.min_driver,
+        "imagectl.packages": packages,
+        "imagectl.version": __version__,
+    }
+    if base.digest:
+        labels["org.opencontainers.image.base.digest"] = base.digest
+    return dict(sorted(labels.items()))
+
+
+def image_env(profile: Profile) -> dict[str, str]:
+    """Environment variables users expect in the image (versions and the driver requirement)."""
+    fw = profile.framework.name.upper().replace("-", "_")
+    env = {
+        "IMAGECTL_PROFILE": profile.name,
+        f"{fw}_VERSION": profile.release.version,
+        "IMAGECTL_CUDNN_VERSION": profile.variant.cudnn or "",
+        "IMAGECTL_NCCL_VERSION": profile.variant.nccl or "",
+        "NVIDIA_REQUIRE_CUDA": f"cuda>={profile.variant.cuda}",
+    }
+    return dict(sorted(env.items()))
+
+
+def render_context(profile: Profile, config: Config, base_digest: str | None = None,
+                   extras: Sequence[str] = ()) -> dict[str, Any]:
+    """The template context for ``profile``; raises ValidationError for a bad extra requirement."""
+    base = base_reference(profile, config, base_digest)
+    return {
+        "imagectl_version": __version__,
+        "profile": {
+            "name": profile.name,
+            "framework": profile.framework.name,
+            "check": profile.framework.check,
+            "version": profile.release.version,
+            "cuda": profile.variant.cuda,
+            "cudnn": profile.variant.cudnn or "",
+            "nccl": profile.variant.nccl or "",
+            "python": profile.python,
+            "flavor": profile.flavor,
+            "os": profile.os.name,
+        },
+        "base_image": str(base),
+        "python": profile.python,
+        "apt_mirror": config.apt_mirror or "",
+        "ca_bundle": config.ca_bundle is not None,
+        "pip": {
+            "index_url": index_url(profile, config),
+            "extra_index_urls": sorted(config.pip_extra_index_urls),
+            "trusted_hosts": sorted(config.pip_trusted_hosts),
+        },
+        "packages": [f"{name}=={version}" for name, version in profile.packages],
+        "extras": sorted(check_requirement(e, "extra requirement") for e in extras),
+        "labels": image_labels(profile, base),
+        "env": image_env(profile),
+    }

@@ -1,0 +1,95 @@
+"""Jinja rendering of the Dockerfile, requirement files and the in-image check script.
+
+Templates are looked up in the user's template directories first, then the shipped ones, so a team can
+override one partial.  ``StrictUndefined`` turns a missing variable into a TemplateError; output is
+deterministic for a given context (the context is sorted, templates do not iterate over sets).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import jinja2
+
+from ..config import Config
+from ..errors import TemplateError
+from ..matrix.model import Profile
+from ..resources import shipped_dir
+from .context import render_context
+
+DOCKERFILE_TEMPLATE = "Dockerfile.j2"
+CHECK_TEMPLATE = "check/main.py.j2"
+REQUIREMENTS_TEMPLATE = "requirements.txt.j2"
+
+
+def template_dirs(config: Config) -> list[Path]:
+    """User template directories, then the shipped one."""
+    return [*config.template_dirs, shipped_dir("templates")]
+
+
+def make_environment(dirs: Sequence[Path]) -> jinja2.Environment:
+    """A strict, deterministic Jinja environment over ``dirs``."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters["q"] = quote
+    env.filters["assignments"] = assignments
+    return env
+
+
+def quote(value: object) -> str:
+    """A double-quoted Dockerfile string (JSON escaping; values were validated before)."""
+    return json.dumps(str(value))
+
+
+def assignments(mapping: Mapping[str, object], indent: int = 4) -> str:
+    """``KEY="value"`` pairs for ENV/LABEL, one per continued line, in the mapping's (sorted) order."""
+    return (" \\\n" + " " * indent).join(f"{key}={quote(value)}" for key, value in mapping.items())
+
+
+def render_template(env: jinja2.Environment, name: str, context: Mapping[str, Any]) -> str:
+    """Render one template; raises TemplateError naming the template and the problem."""
+    try:
+        return env.get_template(name).render(**context)
+    except jinja2.TemplateNotFound as exc:
+        raise TemplateError(f"template {exc.name} not found in {', '.join(str(p) for p in env.loader.searchpath)}") from None  # type: ignore[union-attr]
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateError(f"{exc.filename or exc.name}:{exc.lineno}: template syntax error: {exc.message}") from None
+    except jinja2.UndefinedError as exc:
+        raise TemplateError(f"template {name}: {exc.message}") from None
+
+
+def context_files(profile: Profile, config: Config, env: jinja2.Environment | None = None,
+                  base_digest: str | None = None, extras: Sequence[str] = ()) -> dict[str, bytes]:
+    """Every file of the build context for ``profile`` (name -> content), deterministic."""
+    env = env or make_environment(template_dirs(config))
+    context = render_context(profile, config, base_digest, extras)
+    files = {
+        "Dockerfile": render_template(env, DOCKERFILE_TEMPLATE, context),
+        "requirements.txt": render_template(env, REQUIREMENTS_TEMPLATE, context),
+        "imagectl-check.py": render_template(env, CHECK_TEMPLATE, context),
+    }
+    if extras:
+        files["extra-requirements.txt"] = "\n".join(context["extras"]) + "\n"
+    out = {name: text.encode() for name, text in files.items()}
+    if config.ca_bundle:
+        out["ca.pem"] = config.ca_bundle.read_bytes()
+    return out
+
+
+def write_context(files: Mapping[str, bytes], dest: Path) -> list[Path]:
+    """Write a build context into ``dest`` (created if needed); returns the paths written."""
+    dest.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, content in sorted(files.items()):
+        path = dest / name
+        path.write_bytes(content)
+        written.append(path)
+    return written

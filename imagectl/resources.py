@@ -1,0 +1,21 @@
+"""Where the shipped templates and matrices live: inside the installed package, or in a source checkout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import InputError
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def shipped_dir(kind: str) -> Path:
+    """The shipped ``templates`` or ``matrices`` directory; raises InputError if the install lacks it.
+
+    A wheel carries them as ``imagectl/_data/<kind>``; a source checkout (and an editable install) has them
+    at the top of the repository.
+    """
+    for candidate in (_PACKAGE / "_data" / kind, _PACKAGE.parent / kind):
+        if candidate.is_dir():
+            return candidate
+    raise InputError(f"the shipped {kind} directory is missing from this installation of imagectl")

@@ -1,0 +1,1 @@
+"""Tags: the naming scheme, history, rollback, promotion, pruning and import of user images."""

@@ -1,0 +1,117 @@
+"""Grammars for every value that can reach a Dockerfile, a label, a shell or a URL.
+
+Each ``check_*`` function returns the (normalised) value or raises :class:`ValidationError` with one line that
+names the value, where it came from (``what``) and what was expected.  Templates only ever see values that
+went through one of these.
+"""
+
+from __future__ import annotations
+
+import re
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from .errors import ValidationError
+
+_URL_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~%/+@:=,-]*)?$")
+_HOST_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?$")
+_PYTHON_RE = re.compile(r"^3\.[0-9]{1,2}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+_TOKEN_RE = re.compile(r"^[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SAFE_TEXT_RE = re.compile(r"^[^\x00-\x1f\x7f\"'`$\\]*$")
+_DRIVER_RE = re.compile(r"^[0-9]{2,4}(?:\.[0-9]{1,3}){0,2}$")
+
+
+def _fail(what: str, value: object, expected: str) -> ValidationError:
+    return ValidationError(f"{what}: {value!r} is not {expected}")
+
+
+def check_version(value: object, what: str = "version") -> str:
+    """Return a PEP 440 version string (as written); raises ValidationError otherwise."""
+    if not isinstance(value, str) or not value or value.strip() != value:
+        raise _fail(what, value, "a version string")
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise _fail(what, value, "a PEP 440 version") from None
+    if not re.fullmatch(r"[0-9A-Za-z.+!_-]+", value):
+        raise _fail(what, value, "a plain version")
+    return value
+
+
+def check_python(value: object, what: str = "python") -> str:
+    """Return a ``3.X`` Python version; raises ValidationError otherwise."""
+    if not isinstance(value, str) or not _PYTHON_RE.match(value):
+        raise _fail(what, value, "a Python version like 3.11")
+    return value
+
+
+def check_driver(value: object, what: str = "driver") -> str:
+    """Return an NVIDIA driver version such as ``535.104.05``; raises ValidationError otherwise."""
+    if not isinstance(value, str) or not _DRIVER_RE.match(value):
+        raise _fail(what, value, "a driver version like 535.104.05")
+    return value
+
+
+def driver_key(version: str) -> tuple[int, ...]:
+    """Order driver versions numerically (``535.104.05`` -> ``(535, 104, 5)``)."""
+    return tuple(int(part) for part in version.split("."))
+
+
+def check_package_name(value: object, what: str = "package name") -> str:
+    """Return a PEP 508 distribution name; raises ValidationError otherwise."""
+    if not isinstance(value, str) or not _NAME_RE.match(value):
+        raise _fail(what, value, "a package name")
+    return value
+
+
+def check_token(value: object, what: str) -> str:
+    """Return a lower-case identifier (``runtime``, ``ubuntu22.04``, ``torch``); raises ValidationError."""
+    if not isinstance(value, str) or not _TOKEN_RE.match(value):
+        raise _fail(what, value, "a lower-case name of [a-z0-9._-]")
+    return value
+
+
+def check_requirement(value: object, what: str = "requirement") -> str:
+    """Return a PEP 508 requirement (no direct URL); raises ValidationError otherwise."""
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(what, value, "a PEP 508 requirement")
+    try:
+        req = Requirement(value)
+    except InvalidRequirement as exc:
+        raise ValidationError(f"{what}: {value!r} is not a PEP 508 requirement ({exc})") from None
+    if req.url:
+        raise _fail(what, value, "a requirement from the index (direct URLs are not allowed)")
+    if not _SAFE_TEXT_RE.match(value):
+        raise _fail(what, value, "free of quotes, backslashes, '$' and control characters")
+    return str(req)
+
+
+def check_url(value: object, what: str = "URL") -> str:
+    """Return an http(s) URL of safe characters (``{cuda_tag}`` allowed); raises ValidationError."""
+    if not isinstance(value, str) or not _URL_RE.match(value.replace("{cuda_tag}", "cuda")):
+        raise _fail(what, value, "an http(s) URL of plain characters")
+    return value
+
+
+def check_host(value: object, what: str = "host") -> str:
+    """Return ``host`` or ``host:port``; raises ValidationError otherwise."""
+    if not isinstance(value, str) or not _HOST_RE.match(value):
+        raise _fail(what, value, "a host or host:port")
+    return value
+
+
+def check_env_name(value: object, what: str = "variable name") -> str:
+    """Return a shell-safe environment variable or build-arg name; raises ValidationError otherwise."""
+    if not isinstance(value, str) or not _ENV_NAME_RE.match(value):
+        raise _fail(what, value, "a variable name of [A-Za-z0-9_]")
+    return value
+
+
+def check_text(value: object, what: str) -> str:
+    """Return one line of text with no quotes, backslashes, '$' or control characters."""
+    if not isinstance(value, str) or not _SAFE_TEXT_RE.match(value):
+        raise _fail(what, value, "one line of text without quotes, backslashes or '$'")
+    return value

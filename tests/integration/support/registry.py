@@ -1,0 +1,456 @@
+"""Real registries for integration tests: CNCF distribution (Debian's ``docker-registry``) on loopback.
+
+:func:`start_registry` runs ``docker-registry serve CONFIG.yml`` on a free ``127.0.0.1`` port, with data,
+config and log under ``root`` and deletes enabled, and waits until ``/v2/`` answers.  Auth is one of:
+
+- ``None``: anonymous;
+- ``"htpasswd"``: HTTP basic against a bcrypt file made with ``htpasswd -Bbn``;
+- ``"token"``: the bearer-token flow.  A small :class:`TokenServer` on loopback checks basic credentials
+  and issues RS256 JWTs granting the scopes asked for; it signs with the ``openssl`` CLI using a key whose
+  self-signed certificate is the registry's ``rootcertbundle`` (the certificate travels in the JWT's
+  ``x5c`` header).  No Python crypto package is needed.
+
+:class:`FaultInjectingProxy` sits in front of a registry and answers scripted statuses (503, 429, ...)
+before passing requests through, counting every hit, to test retries against real HTTP.
+
+:func:`make_sample_image` / :func:`push_sample_image` build a tiny real image (gzipped tar layers, a
+valid config, an OCI or Docker manifest) and push it through an imagectl ``RegistryClient``, no docker.
+
+dockerd treats 127.0.0.0/8 registries as insecure on its own, so ``docker push 127.0.0.1:PORT/...`` works
+over plain HTTP against these registries too.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import io
+import json
+import secrets
+import shutil
+import socket
+import subprocess
+import tarfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import requests
+
+REGISTRY_BIN = "docker-registry"
+TOKEN_SERVICE = "imagectl-test-registry"
+TOKEN_ISSUER = "imagectl-test-issuer"
+_START_TIMEOUT_S = 20.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+# --------------------------------------------------------------------------------------------- token server
+
+
+@dataclass
+class TokenRequest:
+    """One request the token server saw: who asked (None if anonymous) and for which scopes."""
+
+    username: str | None
+    scopes: tuple[str, ...]
+    granted: bool
+
+
+class TokenServer:
+    """A bearer-token issuer on loopback: checks basic credentials, answers signed JWTs, counts requests."""
+
+    def __init__(self, root: Path, username: str, password: str) -> None:
+        self.username, self.password = username, password
+        self.key, self.cert = root / "token.key", root / "token.crt"
+        _make_signing_cert(self.key, self.cert)
+        self._x5c = base64.b64encode(_cert_der(self.cert)).decode("ascii")
+        self.requests: list[TokenRequest] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _token_handler(self))
+        self.realm = f"http://127.0.0.1:{self._server.server_address[1]}/token"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def hits(self) -> int:
+        """How many token requests arrived so far."""
+        with self._lock:
+            return len(self.requests)
+
+    def record(self, entry: TokenRequest) -> None:
+        with self._lock:
+            self.requests.append(entry)
+
+    def issue(self, username: str, scopes: tuple[str, ...]) -> str:
+        """A JWT for ``username`` granting every action of ``scopes``, signed RS256 with openssl."""
+        now = int(time.time())
+        header = {"typ": "JWT", "alg": "RS256", "x5c": [self._x5c]}
+        claims = {
+            "iss": TOKEN_ISSUER, "sub": username, "aud": TOKEN_SERVICE, "exp": now + 300, "nbf": now - 30,
+            "iat": now, "jti": uuid.uuid4().hex, "access": [_access(scope) for scope in scopes],
+        }
+        signing_input = f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}"
+        signature = subprocess.run(
+            ["openssl", "dgst", "-sha256", "-sign", str(self.key)],
+            input=signing_input.encode(), capture_output=True, check=True,
+        ).stdout
+        return f"{signing_input}.{_b64url(signature)}"
+
+    def stop(self) -> None:
+        """Stop serving."""
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _access(scope: str) -> dict[str, Any]:
+    kind, _, rest = scope.partition(":")
+    name, _, actions = rest.rpartition(":")
+    return {"type": kind, "name": name, "actions": [a for a in actions.split(",") if a]}
+
+
+def _make_signing_cert(key: Path, cert: Path) -> None:
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=imagectl-test-token",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+
+
+def _cert_der(cert: Path) -> bytes:
+    return subprocess.run(
+        ["openssl", "x509", "-in", str(cert), "-outform", "DER"], check=True, capture_output=True
+    ).stdout
+
+
+def _token_handler(server: TokenServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            query = parse_qs(urlsplit(self.path).query)
+            scopes = tuple(query.get("scope", []))
+            user = _basic_user(self.headers.get("Authorization", ""), server.username, server.password)
+            if user is False:
+                server.record(TokenRequest(None, scopes, False))
+                body = {"errors": [{"code": "UNAUTHORIZED", "message": "invalid username or password"}]}
+                return self._answer(401, body)
+            server.record(TokenRequest(user or None, scopes, bool(user)))
+            token = server.issue(user or "", scopes if user else ())
+            self._answer(200, {"token": token, "access_token": token, "expires_in": 300})
+
+        def _answer(self, status: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+def _basic_user(header: str, username: str, password: str) -> str | bool:
+    """The user name for right basic credentials, "" for none, False for wrong ones."""
+    if not header:
+        return ""
+    scheme, _, value = header.partition(" ")
+    try:
+        user, _, secret = base64.b64decode(value).decode().partition(":")
+    except ValueError:
+        return False
+    return user if scheme.lower() == "basic" and (user, secret) == (username, password) else False
+
+
+# --------------------------------------------------------------------------------------------- registry
+
+
+@dataclass
+class RegistryServer:
+    """A running ``docker-registry`` on loopback; ``stop()`` kills it (and its token server)."""
+
+    host: str
+    root: Path
+    process: subprocess.Popen[bytes] = field(repr=False)
+    auth: str | None = None
+    username: str = ""
+    password: str = field(default="", repr=False)
+    token_server: TokenServer | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}"
+
+    def stop(self) -> None:
+        """Stop the registry and its token server (idempotent)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        if self.token_server is not None:
+            self.token_server.stop()
+            self.token_server = None
+
+    def __enter__(self) -> "RegistryServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_registry(root: Path, auth: str | None = None) -> RegistryServer:
+    """Start a CNCF distribution registry on 127.0.0.1 storing under ``root``; wait until ``/v2/`` answers.
+
+    ``auth`` is None (anonymous), "htpasswd" (basic) or "token" (bearer challenge with a local token
+    server).  Raises RuntimeError if docker-registry (or htpasswd/openssl) is missing, exits or does not answer.
+    """
+    if shutil.which(REGISTRY_BIN) is None:
+        raise RuntimeError("docker-registry is not installed (apt-get install docker-registry)")
+    if auth not in (None, "htpasswd", "token"):
+        raise ValueError(f"auth must be None, 'htpasswd' or 'token', not {auth!r}")
+    root.mkdir(parents=True, exist_ok=True)
+    username, password = ("imagectl", secrets.token_urlsafe(12)) if auth else ("", "")
+    token_server = TokenServer(root, username, password) if auth == "token" else None
+    auth_config = _auth_config(root, auth, username, password, token_server)
+    for _ in range(3):
+        server = _launch(root, auth, auth_config, username, password, token_server)
+        if server is not None:
+            return server
+    if token_server is not None:
+        token_server.stop()
+    raise RuntimeError(f"docker-registry did not start:\n{_log_tail(root / 'registry.log')}")
+
+
+def _auth_config(
+    root: Path, auth: str | None, username: str, password: str, token_server: TokenServer | None
+) -> dict[str, Any]:
+    if auth == "htpasswd":
+        path = root / "htpasswd"
+        line = subprocess.run(["htpasswd", "-Bbn", username, password], check=True, capture_output=True).stdout
+        path.write_bytes(line.strip() + b"\n")
+        return {"htpasswd": {"realm": "imagectl-test", "path": str(path)}}
+    if token_server is not None:
+        return {"token": {"realm": token_server.realm, "service": TOKEN_SERVICE, "issuer": TOKEN_ISSUER,
+                          "rootcertbundle": str(token_server.cert)}}
+    return {}
+
+
+def _launch(
+    root: Path, auth: str | None, auth_config: dict[str, Any], username: str, password: str,
+    token_server: TokenServer | None,
+) -> RegistryServer | None:
+    """Start on a fresh free port; None if it lost the port to someone else (the caller tries again)."""
+    port = free_port()
+    config = {
+        "version": 0.1,
+        "log": {"level": "info", "accesslog": {"disabled": True}},
+        "storage": {"filesystem": {"rootdirectory": str(root / "data")}, "delete": {"enabled": True}},
+        "http": {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)},
+    }
+    if auth_config:
+        config["auth"] = auth_config
+    config_path, log_path = root / "config.yml", root / "registry.log"
+    config_path.write_text(json.dumps(config, indent=2))  # JSON is YAML
+    with log_path.open("ab") as log:
+        process = subprocess.Popen([REGISTRY_BIN, "serve", str(config_path)], stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
+    server = RegistryServer(f"127.0.0.1:{port}", root, process, auth, username, password, token_server)
+    if _wait_until_up(server):
+        return server
+    server.process.kill()
+    server.process.wait(timeout=10)
+    if "address already in use" in _log_tail(log_path):
+        return None
+    raise RuntimeError(f"docker-registry did not answer within {_START_TIMEOUT_S:g}s:\n{_log_tail(log_path)}")
+
+
+def _wait_until_up(server: RegistryServer) -> bool:
+    deadline = time.monotonic() + _START_TIMEOUT_S
+    while time.monotonic() < deadline and server.process.poll() is None:
+        try:
+            if requests.get(f"{server.url}/v2/", timeout=1).status_code in (200, 401):
+                return True
+        except requests.RequestException:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def _log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+# --------------------------------------------------------------------------------------------- fault proxy
+
+
+class FaultInjectingProxy:
+    """An HTTP proxy in front of ``upstream`` (``http://host:port``) that fails on purpose, then passes through.
+
+    ``script(path_prefix, statuses)`` queues statuses (e.g. ``[503, 503]``) answered, in order, to requests
+    whose path starts with the prefix before they are passed through; ``retry_after`` adds that header.
+    ``hits(path_prefix)`` counts the requests seen for a prefix, faulted or passed.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream.rstrip("/")
+        self._lock = threading.Lock()
+        self._faults: list[tuple[str, int, str | None]] = []
+        self._seen: list[tuple[str, str]] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _proxy_handler(self))
+        self.host = f"127.0.0.1:{self._server.server_address[1]}"
+        self.url = f"http://{self.host}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def script(self, path_prefix: str, statuses: list[int], retry_after: str | None = None) -> None:
+        """Answer the next ``len(statuses)`` requests under ``path_prefix`` with these statuses."""
+        with self._lock:
+            self._faults += [(path_prefix, status, retry_after) for status in statuses]
+
+    def hits(self, path_prefix: str = "/", method: str | None = None) -> int:
+        """Requests seen whose path starts with ``path_prefix`` (and of ``method``, if given)."""
+        with self._lock:
+            return sum(1 for m, p in self._seen if p.startswith(path_prefix) and method in (None, m))
+
+    def take_fault(self, method: str, path: str) -> tuple[int, str | None] | None:
+        with self._lock:
+            self._seen.append((method, path))
+            for i, (prefix, status, retry_after) in enumerate(self._faults):
+                if path.startswith(prefix):
+                    del self._faults[i]
+                    return status, retry_after
+        return None
+
+    def stop(self) -> None:
+        """Stop serving."""
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _proxy_handler(proxy: FaultInjectingProxy) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _handle(self) -> None:
+            fault = proxy.take_fault(self.command, urlsplit(self.path).path)
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else None
+            if fault is not None:
+                return self._fault(*fault)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+            answer = requests.request(self.command, proxy.upstream + self.path, headers=headers, data=body,
+                                      allow_redirects=False, timeout=30)
+            self.send_response(answer.status_code)
+            for key, value in answer.headers.items():
+                if key.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):
+                    self.send_header(key, value.replace(proxy.upstream, proxy.url))
+            content = b"" if self.command == "HEAD" else answer.content
+            self.send_header("Content-Length", answer.headers.get("Content-Length", str(len(content))))
+            self.end_headers()
+            self.wfile.write(content)
+
+        def _fault(self, status: int, retry_after: str | None) -> None:
+            body = json.dumps({"errors": [{"code": "UNAVAILABLE", "message": "injected fault"}]}).encode()
+            self.send_response(status)
+            if retry_after is not None:
+                self.send_header("Retry-After", retry_after)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_PATCH = _handle
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+# --------------------------------------------------------------------------------------------- sample images
+
+
+@dataclass(frozen=True)
+class SampleImage:
+    """A small, real image (gzipped tar layers, a valid config, an OCI or Docker manifest) built in memory."""
+
+    config: bytes
+    layers: tuple[bytes, ...]
+    manifest: bytes
+    media_type: str
+
+    @property
+    def blobs(self) -> tuple[bytes, ...]:
+        return (self.config, *self.layers)
+
+
+def make_sample_image(
+    files: dict[str, bytes] | None = None,
+    labels: dict[str, str] | None = None,
+    created: str = "2024-05-01T12:00:00.123456789Z",
+    docker_media_types: bool = False,
+) -> SampleImage:
+    """An image with one layer per file in ``files`` (path -> content) and ``labels`` on its config."""
+    def layer(path: str, content: bytes) -> tuple[bytes, str]:
+        raw = io.BytesIO()
+        with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            info = tarfile.TarInfo(path)
+            info.size, info.mtime, info.mode = len(content), 0, 0o644
+            tar.addfile(info, io.BytesIO(content))
+        tar_bytes = raw.getvalue()
+        return gzip.compress(tar_bytes, mtime=0), "sha256:" + hashlib.sha256(tar_bytes).hexdigest()
+
+    built = [layer(path, content) for path, content in sorted((files or {"hello.txt": b"hello\n"}).items())]
+    config = json.dumps({
+        "architecture": "amd64", "os": "linux", "created": created,
+        "config": {"Labels": labels or {}, "Env": ["PATH=/usr/bin:/bin"]},
+        "rootfs": {"type": "layers", "diff_ids": [diff_id for _, diff_id in built]},
+        "history": [{"created": created, "created_by": "imagectl test"} for _ in built],
+    }, sort_keys=True).encode()
+    kinds = (
+        ("application/vnd.docker.distribution.manifest.v2+json", "application/vnd.docker.container.image.v1+json",
+         "application/vnd.docker.image.rootfs.diff.tar.gzip")
+        if docker_media_types else
+        ("application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.config.v1+json",
+         "application/vnd.oci.image.layer.v1.tar+gzip")
+    )
+
+    def descriptor(media_type: str, blob: bytes) -> dict[str, Any]:
+        return {"mediaType": media_type, "digest": "sha256:" + hashlib.sha256(blob).hexdigest(), "size": len(blob)}
+
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": kinds[0], "config": descriptor(kinds[1], config),
+        "layers": [descriptor(kinds[2], blob) for blob, _ in built],
+    }, indent=3).encode()
+    return SampleImage(config, tuple(blob for blob, _ in built), manifest, kinds[0])
+
+
+def push_sample_image(client: Any, repository: str, tag: str, image: SampleImage | None = None) -> str:
+    """Upload ``image``'s blobs and manifest through an imagectl RegistryClient (no docker); returns the digest."""
+    from imagectl.registry import Manifest
+
+    image = image or make_sample_image()
+    for blob in image.blobs:
+        client.upload_blob(repository, blob)
+    return str(client.put_manifest(repository, tag, Manifest.from_bytes(image.manifest, image.media_type)))
