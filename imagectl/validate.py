@@ -81,7 +81,8 @@ def check_requirement(value: object, what: str = "requirement") -> str:
     try:
         req = Requirement(value)
     except InvalidRequirement as exc:
-        raise ValidationError(f"{what}: {value!r} is not a PEP 508 requirement ({exc})") from None
+        reason = str(exc).splitlines()[0] if str(exc) else "unparsable"
+        raise ValidationError(f"{what}: {value!r} is not a PEP 508 requirement ({reason})") from None
     if req.url:
         raise _fail(what, value, "a requirement from the index (direct URLs are not allowed)")
     if not _SAFE_TEXT_RE.match(value):

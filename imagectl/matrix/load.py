@@ -78,7 +78,22 @@ def load_matrix(dirs: Sequence[Path]) -> Matrix:
             parts["frameworks"][fw.name] = _merge_framework(parts["frameworks"].get(fw.name), fw)
     if base is None:
         raise MatrixError(f"{', '.join(str(d) for d in dirs)}: no matrix file declares [base]")
-    return Matrix(base=base, files=tuple(files), **parts)
+    matrix = Matrix(base=base, files=tuple(files), **parts)
+    _check_references(matrix)
+    return matrix
+
+
+def _check_references(matrix: Matrix) -> None:
+    """Every CUDA a variant names and every OS a toolkit names must be declared somewhere."""
+    for toolkit in matrix.cuda.values():
+        for os_name in toolkit.os:
+            if os_name not in matrix.os:
+                raise MatrixError(f"[cuda.{toolkit.version}] os {os_name!r} is not declared in any [os] table")
+    for fw, release in iter_releases(matrix):
+        for variant in release.variants:
+            if variant.cuda not in matrix.cuda:
+                line = line_of(fw.source, f'cuda = "{variant.cuda}"')
+                raise MatrixError(f"{fw.source}:{line}: {fw.name} {release.version} names CUDA {variant.cuda}, which no [cuda] table declares")
 
 
 def _table(src: _Source, data: dict[str, Any], key: str, build: Any) -> dict[str, Any]:

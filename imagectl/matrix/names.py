@@ -139,8 +139,7 @@ def list_profiles(matrix: Matrix, framework: str | None = None) -> list[Profile]
                 continue
             seen.add(release.minor)
             for variant in release.variants:
-                toolkit = matrix.cuda.get(variant.cuda)
-                for os_name in toolkit.os if toolkit else ():
+                for os_name in matrix.cuda[variant.cuda].os:
                     for flavor in matrix.base.flavors:
                         out.append(build_profile(matrix, fw, release, variant, release.minor, os_name, flavor))
     return out

