@@ -15,7 +15,7 @@ class _Root(click.Group):
 
     _modules = {
         "list": "profiles", "show": "profiles", "validate": "profiles", "compat": "profiles",
-        "check": "profiles", "render": "profiles",
+        "check": "profiles", "render": "profiles", "build": "building", "test": "building",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

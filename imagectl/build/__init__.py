@@ -1,0 +1,1 @@
+"""The builder: build contexts -> images on a Docker engine, checked, tagged and pushed."""

@@ -1,0 +1,33 @@
+"""Resolving a profile's base image to a digest before building, through the configured mirror."""
+
+from __future__ import annotations
+
+from ..config import Config
+from ..errors import BuildError, ImagectlError
+from ..reference import Reference
+from .engine import Engine
+
+
+def resolve_base_digest(base: Reference, config: Config, engine: Engine) -> str:
+    """The manifest digest of ``base`` (already mirrored): asked of its registry with one HEAD, else
+    taken from the engine's copy of the image.  Raises BuildError when neither knows it.
+    """
+    if base.digest:
+        return base.digest
+    registry_error: ImagectlError | None = None
+    try:
+        from ..registry.access import client_for
+
+        with client_for(base.domain, config) as client:
+            digest = client.head_manifest(base.path, base.tag or "latest")
+        if digest:
+            return digest
+    except ImagectlError as exc:
+        registry_error = exc
+    info = engine.inspect(str(base))
+    for repo_digest in info.repo_digests if info else ():
+        name, _, digest = repo_digest.partition("@")
+        if name in (base.repository, base.familiar.split(":")[0]):
+            return digest
+    why = f": {registry_error}" if registry_error else " (its registry has no such tag)"
+    raise BuildError(f"base image {base} cannot be resolved to a digest{why}", "base")

@@ -1,0 +1,176 @@
+"""``imagectl build``: render, reuse or build, check, tag, push, move the moving tag.
+
+The order is what makes a failure leave nothing behind: the image is built and checked before any tag is
+made; the immutable tag is pushed before the moving tag moves; the moving tag moves in the registry (one
+manifest PUT) before the local one.  A failure at any step raises BuildError and leaves every moving tag
+where it was; nothing is deleted.
+
+Reuse: the build key (see :mod:`.key`) is stored as a label and written into the immutable tag, so an
+unchanged profile is found with one engine query (local) or one tag listing (registry).  A reused image
+moves the moving tag only where the moving tag does not exist yet: ``build`` never undoes a rollback unless
+something changed or ``--force`` is given.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..config import Config
+from ..errors import BuildError, ImagectlError
+from ..matrix.model import Profile
+from ..reference import Reference
+from ..render.context import base_reference
+from ..render.dockerfile import context_files, write_context
+from ..tags.naming import MOVING_TAG, immutable_tag, repository
+from ..tags.store import EngineTagStore, RegistryTagStore, TagStore, move_tag
+from .base import resolve_base_digest
+from .check import compare, expectations, failed, format_findings, parse_report
+from .engine import Engine, LineSink
+from .key import KEY_LABEL, build_key
+
+CHECK_COMMAND = ["python", "/opt/imagectl/check.py"]
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What the user asked for."""
+
+    push: bool = False
+    force: bool = False
+    no_cache: bool = False
+    extras: tuple[str, ...] = ()
+    gpu_check: bool = False
+
+
+@dataclass
+class BuildResult:
+    """One line of the summary table."""
+
+    profile: str
+    status: str  # built, reused, failed
+    tag: str = ""
+    digest: str = ""
+    size: int = 0
+    seconds: float = 0.0
+    error: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOptions, log: LineSink) -> BuildResult:
+    """Build (or reuse) one profile end to end; raises BuildError naming the failing step."""
+    started = time.monotonic()
+    base = base_reference(profile, config)
+    log(f"base image {base}")
+    base_digest = resolve_base_digest(base, config, engine)
+    files = context_files(profile, config, base_digest=base_digest, extras=options.extras)
+    key = build_key(files, base_digest, config.build_args)
+    repo = repository(profile.name, config)
+    store = open_store(repo, config, engine)
+    result = None if options.force else _reuse(profile, key, repo, store, engine, options, log)
+    if result is None:
+        result = _build(profile, files, key, repo, store, config, engine, options, log)
+    result.seconds = round(time.monotonic() - started, 1)
+    return result
+
+
+def open_store(repo: Reference, config: Config, engine: Engine) -> TagStore:
+    """The registry store when a registry is configured, else the local engine's."""
+    if config.registry_url:
+        from ..registry.access import client_for
+
+        return RegistryTagStore(client_for(repo.domain, config), repo)
+    return EngineTagStore(engine, repo)
+
+
+def _reuse(profile: Profile, key: str, repo: Reference, store: TagStore, engine: Engine,
+           options: BuildOptions, log: LineSink) -> BuildResult | None:
+    suffix = f"-{key[:10]}"
+    if isinstance(store, RegistryTagStore):
+        tag = next((t for t in store.tags() if t.endswith(suffix)), None)
+    else:
+        local = [t.split(":")[-1] for info in engine.find_by_label(KEY_LABEL, key) for t in info.tags if t.startswith(f"{repo.familiar}:")]
+        tag = next((t for t in local if t.endswith(suffix)), None)
+    if tag is None:
+        return None
+    target = store.digest(tag) or ""
+    log(f"reusing {repo.familiar}:{tag}: an image with build key {key[:10]} exists")
+    result = BuildResult(profile.name, "reused", tag, target)
+    current = store.digest(MOVING_TAG)
+    if current is None:
+        move_tag(store, MOVING_TAG, target, "build", tag)
+    elif current != target:
+        result.notes.append(f"{MOVING_TAG} stays on {current[:19]} (a rollback or newer build); --force rebuilds and moves it")
+    return result
+
+
+def _build(profile: Profile, files: dict[str, bytes], key: str, repo: Reference, store: TagStore, config: Config,
+           engine: Engine, options: BuildOptions, log: LineSink) -> BuildResult:
+    labels = {KEY_LABEL: key}
+    with tempfile.TemporaryDirectory(prefix="imagectl-") as tmp:
+        write_context(files, Path(tmp))
+        log(f"building {profile.name} (build key {key[:10]})")
+        image_id = engine.build(Path(tmp), labels, config.build_network, config.build_args, options.no_cache, log)
+    run_check(engine, image_id, config.build_network, options.gpu_check, log)
+    tag = immutable_tag(profile, key)
+    engine.tag(image_id, repo.familiar, tag)
+    target = image_id
+    if config.registry_url:
+        log(f"pushing {repo.familiar}:{tag}")
+        target = engine.push(repo.familiar, tag, log)
+    move_tag(store, MOVING_TAG, target, "build", tag)
+    if config.registry_url:
+        engine.tag(image_id, repo.familiar, MOVING_TAG)
+    info = engine.inspect(image_id)
+    return BuildResult(profile.name, "built", tag, target, info.size if info else 0)
+
+
+def run_check(engine: Engine, image: str, network: str | None, gpu: bool, log: LineSink) -> list:
+    """Run the in-image check of ``image`` and compare with its labels; raises BuildError on a mismatch."""
+    info = engine.inspect(image)
+    expect = expectations(info.labels if info else {})
+    status, output = engine.run(image, CHECK_COMMAND + (["--gpu"] if gpu else []), network, gpus=gpu)
+    if status != 0:
+        raise BuildError(f"in-image check exited with status {status}", "check", output[-2000:])
+    findings = compare(expect, parse_report(output))
+    report = format_findings(findings)
+    for line in report.splitlines():
+        log(f"check: {line}")
+    bad = failed(findings)
+    if bad:
+        raise BuildError(f"in-image check failed: {'; '.join(f'{f.what}: expected {f.expected}, found {f.actual}' for f in bad)}", "check", report)
+    return findings
+
+
+def build_many(profiles: Sequence[Profile], config: Config, engine: Engine, options: BuildOptions, jobs: int,
+               make_log: Callable[[str], LineSink]) -> list[BuildResult]:
+    """Build several profiles, ``jobs`` at a time; a failure of one does not stop the others."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(profile: Profile) -> BuildResult:
+        log = make_log(profile.name)
+        try:
+            return build_one(profile, config, engine, options, log)
+        except BuildError as exc:
+            for line in exc.log_tail.splitlines()[-20:]:
+                log(f"| {line}")
+            return BuildResult(profile.name, "failed", error=f"{exc.step}: {exc}")
+        except ImagectlError as exc:
+            return BuildResult(profile.name, "failed", error=str(exc))
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, profiles))
+
+
+def summary_table(results: Sequence[BuildResult]) -> str:
+    """The final table: profile, tag, digest, size, seconds, built or reused."""
+    from ..describe import format_table
+
+    rows = [{
+        "profile": r.profile, "status": r.status, "tag": r.tag or "-", "digest": (r.digest or "-")[:19],
+        "size": f"{r.size / 1e6:.0f} MB" if r.size else "-", "seconds": f"{r.seconds:.1f}",
+    } for r in results]
+    return format_table(rows, ("profile", "status", "tag", "digest", "size", "seconds"))

@@ -1,0 +1,139 @@
+"""The in-image check: compare what a container reports (``check.py`` JSON) with what its labels promise.
+
+Everything here is pure: the report comes in as a dict, findings go out.  A finding that is not ``ok`` with
+severity ``error`` fails the check; a ``warning`` (a system NCCL that differs from the one the framework
+loads, no GPU for ``--gpu``) is reported and does not.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..errors import OperationError
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One compared fact."""
+
+    what: str
+    expected: str | None
+    actual: str | None
+    ok: bool
+    severity: str = "error"  # "error" fails the check, "warning" does not
+
+    def as_dict(self) -> dict[str, Any]:
+        """The finding as plain data for ``--json``."""
+        return asdict(self)
+
+
+def parse_report(text: str) -> dict[str, Any]:
+    """The JSON the check script printed (its last line); raises OperationError if there is none."""
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                break
+            if isinstance(data, dict):
+                return data
+    raise OperationError(f"the in-image check printed no report: {text.strip()[-300:] or '(nothing)'}")
+
+
+def expectations(labels: Mapping[str, str]) -> dict[str, Any]:
+    """What an image's imagectl labels promise; raises OperationError for an image imagectl did not label."""
+    if "imagectl.framework" not in labels:
+        raise OperationError("the image has no imagectl labels: nothing to compare with (use 'imagectl import' for foreign images)")
+    packages = dict(item.split("==", 1) for item in labels.get("imagectl.packages", "").split(",") if "==" in item)
+    return {
+        "framework": labels["imagectl.framework"],
+        "version": labels.get("imagectl.framework.version"),
+        "cuda": labels.get("imagectl.cuda"),
+        "cudnn": labels.get("imagectl.cudnn") or None,
+        "nccl": labels.get("imagectl.nccl") or None,
+        "python": labels.get("imagectl.python"),
+        "packages": packages,
+    }
+
+
+def _same_version(expected: str | None, actual: str | None, parts: int | None = None) -> bool:
+    if expected is None or actual is None:
+        return expected == actual
+    try:
+        e, a = Version(expected).release, Version(actual).release
+    except InvalidVersion:
+        return expected == actual
+    n = parts or max(len(e), len(a))
+    return e[:n] == a[:n]
+
+
+def compare(expect: Mapping[str, Any], report: Mapping[str, Any]) -> list[Finding]:
+    """Every finding of a check report against the expectations."""
+    fw = report.get("framework") or {}
+    out = [
+        Finding("python", expect["python"], _minor(report.get("python")), _same_version(expect["python"], report.get("python"), 2)),
+        Finding(f"{expect['framework']} version", expect["version"], fw.get("version") or fw.get("error"), _same_version(expect["version"], fw.get("version"))),
+        Finding(f"{expect['framework']} CUDA", expect["cuda"], fw.get("cuda"), _same_version(expect["cuda"], fw.get("cuda"), 2)),
+    ]
+    for what in ("cudnn", "nccl"):
+        if expect[what]:
+            actual = fw.get(what)
+            out.append(Finding(f"{what} loaded by {expect['framework']}", expect[what], actual, _same_version(expect[what], actual, 3)))
+    out += _package_findings(expect["packages"], report.get("packages") or {})
+    out += _system_nccl_findings(fw.get("nccl"), report.get("system_nccl") or {})
+    if report.get("gpu_requested"):
+        out += _gpu_findings(fw.get("gpu") or {})
+    return out
+
+
+def _minor(version: Any) -> str | None:
+    return ".".join(str(version).split(".")[:2]) if version else None
+
+
+def _package_findings(pins: Mapping[str, str], installed: Mapping[str, str]) -> list[Finding]:
+    have = {canonicalize_name(k): v for k, v in installed.items()}
+    out = []
+    for name, version in sorted(pins.items()):
+        actual = have.get(canonicalize_name(name))
+        ok = actual is not None and _same_version(version, actual.split("+")[0])
+        out.append(Finding(f"pip {name}", version, actual, ok))
+    return out
+
+
+def _system_nccl_findings(loaded: str | None, system: Mapping[str, Any]) -> list[Finding]:
+    out = []
+    for source in ("env", "dpkg"):
+        value = system.get(source)
+        if value and loaded:
+            label = "NCCL_VERSION of the base image" if source == "env" else "system libnccl2 package"
+            out.append(Finding(f"{label} vs NCCL the framework loads", loaded, value, _same_version(loaded, value.split("-")[0], 3), "warning"))
+    return out
+
+
+def _gpu_findings(gpu: Mapping[str, Any]) -> list[Finding]:
+    if not gpu.get("available"):
+        return [Finding("GPU present for --gpu", "a CUDA device", "none", False, "warning")]
+    return [
+        Finding("CUDA matmul on GPU", "ok", "ok" if gpu.get("matmul_ok") else "failed", bool(gpu.get("matmul_ok"))),
+        Finding("NCCL all-reduce (1 process)", "ok", "ok" if gpu.get("allreduce_ok") else "failed", bool(gpu.get("allreduce_ok"))),
+    ]
+
+
+def failed(findings: list[Finding]) -> list[Finding]:
+    """The findings that fail the check."""
+    return [f for f in findings if not f.ok and f.severity == "error"]
+
+
+def format_findings(findings: list[Finding]) -> str:
+    """A readable report: one line per finding."""
+    marks = {True: "ok  ", False: "FAIL"}
+    lines = []
+    for f in findings:
+        mark = marks[f.ok] if f.ok or f.severity == "error" else "warn"
+        lines.append(f"{mark}  {f.what}: expected {f.expected or '-'}, found {f.actual or '-'}")
+    return "\n".join(lines)

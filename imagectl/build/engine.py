@@ -1,0 +1,208 @@
+"""The container engine seam: a narrow interface and its one implementation over the Docker SDK.
+
+Only this module imports ``docker``; commands that need no engine never load it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol
+
+from ..errors import BuildError, EngineError, NotFoundError
+
+LineSink = Callable[[str], None]
+TAIL_LINES = 40
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What the engine knows of one local image."""
+
+    id: str
+    tags: tuple[str, ...]
+    repo_digests: tuple[str, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    size: int = 0
+    created: str = ""
+
+
+class Engine(Protocol):
+    """What imagectl asks of a container engine."""
+
+    def find_by_label(self, key: str, value: str) -> list[ImageInfo]: ...
+    def list_tags(self, repository: str) -> list[str]: ...
+    def inspect(self, ref: str) -> ImageInfo | None: ...
+    def build(self, context: Path, labels: Mapping[str, str], network: str | None, build_args: Mapping[str, str],
+              no_cache: bool, on_line: LineSink) -> str: ...
+    def tag(self, image: str, repository: str, tag: str) -> None: ...
+    def untag(self, ref: str) -> None: ...
+    def push(self, repository: str, tag: str, on_line: LineSink) -> str: ...
+    def pull(self, ref: str, on_line: LineSink) -> ImageInfo: ...
+    def run(self, image: str, command: list[str], network: str | None = None, gpus: bool = False) -> tuple[int, str]: ...
+
+
+def _info(attrs: Mapping[str, Any]) -> ImageInfo:
+    config = attrs.get("Config") or {}
+    return ImageInfo(
+        id=attrs["Id"],
+        tags=tuple(attrs.get("RepoTags") or ()),
+        repo_digests=tuple(attrs.get("RepoDigests") or ()),
+        labels=dict(config.get("Labels") or {}),
+        size=int(attrs.get("Size") or 0),
+        created=str(attrs.get("Created") or ""),
+    )
+
+
+class DockerEngine:
+    """:class:`Engine` over the Docker SDK, against ``DOCKER_HOST`` or the default socket."""
+
+    def __init__(self, client: Any = None) -> None:
+        import docker
+        import docker.errors
+
+        self._errors = docker.errors
+        try:
+            self._client = client or docker.from_env(timeout=600)
+            self._client.ping()
+        except Exception as exc:  # the SDK raises several unrelated types here
+            where = os.environ.get("DOCKER_HOST", "the default socket")
+            raise EngineError(f"cannot reach the Docker engine at {where}: {_short(exc)}") from None
+        self.api = self._client.api
+
+    def find_by_label(self, key: str, value: str) -> list[ImageInfo]:
+        """Local images labelled ``key=value`` (one API call)."""
+        return [_info(i.attrs) for i in self._call(self._client.images.list, filters={"label": f"{key}={value}"})]
+
+    def list_tags(self, repository: str) -> list[str]:
+        """The local tags of ``repository`` (familiar name), without the repository part."""
+        prefix = f"{repository}:"
+        images = self._call(self._client.images.list, name=repository)
+        return sorted({t[len(prefix):] for i in images for t in (i.attrs.get("RepoTags") or ()) if t.startswith(prefix)})
+
+    def inspect(self, ref: str) -> ImageInfo | None:
+        """The local image ``ref`` (name or id), or None."""
+        try:
+            return _info(self.api.inspect_image(ref))
+        except self._errors.ImageNotFound:
+            return None
+        except self._errors.APIError as exc:
+            if exc.status_code == 404:
+                return None
+            raise EngineError(f"engine: inspect {ref}: {_short(exc)}") from None
+
+    def build(self, context: Path, labels: Mapping[str, str], network: str | None, build_args: Mapping[str, str],
+              no_cache: bool, on_line: LineSink) -> str:
+        """Build ``context``; streams each output line to ``on_line``; returns the image id.
+
+        Raises BuildError carrying the last lines of the log.
+        """
+        tail: deque[str] = deque(maxlen=TAIL_LINES)
+        image_id = None
+        try:
+            stream = self.api.build(path=str(context), labels=dict(labels), network_mode=network or None,
+                                    buildargs=dict(build_args), nocache=no_cache, rm=True, forcerm=True, decode=True)
+            for chunk in stream:
+                image_id = self._consume(chunk, tail, on_line) or image_id
+        except self._errors.APIError as exc:
+            raise BuildError(f"build failed: {_short(exc)}", "build", "\n".join(tail)) from None
+        if not image_id:
+            raise BuildError("build finished without an image id", "build", "\n".join(tail))
+        return image_id
+
+    def _consume(self, chunk: Mapping[str, Any], tail: deque[str], on_line: LineSink) -> str | None:
+        if "error" in chunk:
+            message = str(chunk.get("error", "")).strip()
+            raise BuildError(f"build failed: {message.splitlines()[-1] if message else 'unknown error'}", "build", "\n".join([*tail, message]))
+        for line in str(chunk.get("stream") or chunk.get("status") or "").splitlines():
+            if line.strip():
+                tail.append(line)
+                on_line(line)
+        aux = chunk.get("aux") or {}
+        return aux.get("ID") if isinstance(aux, dict) else None
+
+    def tag(self, image: str, repository: str, tag: str) -> None:
+        """Point local ``repository:tag`` at ``image``."""
+        self._call(self.api.tag, image, repository, tag, force=True)
+
+    def untag(self, ref: str) -> None:
+        """Remove local tag ``ref`` (never the image while other tags use it)."""
+        try:
+            self.api.remove_image(ref, noprune=True)
+        except self._errors.ImageNotFound:
+            pass
+        except self._errors.APIError as exc:
+            raise EngineError(f"engine: untag {ref}: {_short(exc)}") from None
+
+    def push(self, repository: str, tag: str, on_line: LineSink) -> str:
+        """Push ``repository:tag``; one progress line per layer event; returns the pushed digest."""
+        digest = ""
+        try:
+            for chunk in self.api.push(repository, tag=tag, stream=True, decode=True):
+                if "error" in chunk:
+                    raise BuildError(f"push of {repository}:{tag} failed: {chunk['error']}", "push", str(chunk.get("error")))
+                digest = (chunk.get("aux") or {}).get("Digest", digest)
+                _progress(chunk, on_line)
+        except self._errors.APIError as exc:
+            raise BuildError(f"push of {repository}:{tag} failed: {_short(exc)}", "push") from None
+        if not digest:
+            raise BuildError(f"push of {repository}:{tag} reported no digest", "push")
+        return digest
+
+    def pull(self, ref: str, on_line: LineSink) -> ImageInfo:
+        """Pull ``ref``; raises NotFoundError if the registry has no such image, EngineError otherwise."""
+        repository, _, tag = ref.rpartition(":") if "@" not in ref else (ref, "", "")
+        try:
+            for chunk in self.api.pull(repository or ref, tag=tag or None, stream=True, decode=True):
+                if "error" in chunk:
+                    raise EngineError(f"pull {ref}: {chunk['error']}")
+                _progress(chunk, on_line)
+        except self._errors.NotFound:
+            raise NotFoundError(f"pull {ref}: no such image") from None
+        except self._errors.APIError as exc:
+            raise EngineError(f"pull {ref}: {_short(exc)}") from None
+        info = self.inspect(ref)
+        if info is None:
+            raise EngineError(f"pull {ref}: the engine has no image after pulling")
+        return info
+
+    def run(self, image: str, command: list[str], network: str | None = None, gpus: bool = False) -> tuple[int, str]:
+        """Run ``command`` in a throw-away container; returns (exit status, stdout+stderr)."""
+        requests = None
+        if gpus:
+            import docker.types
+
+            requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        container = self._call(self._client.containers.create, image, command, network_mode=network or None,
+                               device_requests=requests, detach=True)
+        try:
+            container.start()
+            status = container.wait(timeout=600)
+            return int(status.get("StatusCode", 1)), container.logs().decode("utf-8", "replace")
+        except self._errors.APIError as exc:
+            raise EngineError(f"engine: run {image}: {_short(exc)}") from None
+        finally:
+            container.remove(force=True)
+
+    def _call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except self._errors.DockerException as exc:
+            raise EngineError(f"engine: {_short(exc)}") from None
+
+
+def _progress(chunk: Mapping[str, Any], on_line: LineSink) -> None:
+    status = chunk.get("status")
+    if status and chunk.get("id") and status not in ("Pushing", "Downloading", "Extracting", "Waiting"):
+        on_line(f"{chunk['id']}: {status}")
+    elif status and not chunk.get("id"):
+        on_line(str(status))
+
+
+def _short(exc: Exception) -> str:
+    explanation = getattr(exc, "explanation", None)
+    text = str(explanation or exc).strip()
+    return text.splitlines()[-1] if text else type(exc).__name__
+

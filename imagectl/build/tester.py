@@ -1,0 +1,41 @@
+"""``imagectl test``: run the in-image check of a profile's current image or of any image."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..build.check import Finding, compare, expectations, parse_report
+from ..errors import OperationError, UnknownProfileError, ValidationError
+from ..reference import parse_reference
+from ..tags.naming import moving_reference
+from .builder import CHECK_COMMAND
+from .engine import Engine, LineSink
+
+
+def target_image(target: str, ws: Any) -> str:
+    """The image a ``test`` target means: a profile's moving tag, else ``target`` as an image reference.
+
+    Raises ValidationError when it is neither.
+    """
+    try:
+        profile = ws.profile(target)
+        return moving_reference(profile.name, ws.config).familiar
+    except UnknownProfileError as profile_error:
+        try:
+            return parse_reference(target).familiar
+        except ValidationError:
+            raise ValidationError(f"test: {target!r} is neither a profile nor an image reference ({profile_error})") from None
+
+
+def test_image(target: str, ws: Any, engine: Engine, gpu: bool, log: LineSink) -> tuple[str, list[Finding]]:
+    """``(image, findings)`` for ``target``; pulls the image when the engine lacks it.
+
+    Raises OperationError if the image cannot be had or its check does not run.
+    """
+    image = target_image(target, ws)
+    info = engine.inspect(image) or engine.pull(image, log)
+    expect = expectations(info.labels)
+    status, output = engine.run(info.id, CHECK_COMMAND + (["--gpu"] if gpu else []), ws.config.build_network, gpus=gpu)
+    if status != 0:
+        raise OperationError(f"test {image}: the in-image check exited with status {status}: {output.strip()[-300:]}")
+    return image, compare(expect, parse_report(output))

@@ -1,0 +1,97 @@
+"""Commands that need a container engine: build and test."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import click
+
+from ..errors import InputError
+from .app import echo_json, python_option, workspace
+
+
+def _line_sink(quiet: bool, prefix: str):
+    lock = threading.Lock()
+
+    def sink(line: str) -> None:
+        with lock:
+            if quiet:
+                click.echo(f"\r\033[K{prefix}{line[:100]}", nl=False, err=True)
+            else:
+                click.echo(f"{prefix}{line}", err=True)
+
+    return sink
+
+
+@click.command("build")
+@click.argument("names", nargs=-1)
+@click.option("--all", "build_all", is_flag=True, help="Build every profile of the matrix.")
+@click.option("-j", "--jobs", default=1, show_default=True, type=click.IntRange(1, 32), help="Profiles built at once.")
+@click.option("--push", is_flag=True, help="Push to the configured registry (implied when one is configured).")
+@python_option
+@click.option("--no-cache", is_flag=True, help="Build without the engine's layer cache.")
+@click.option("--force", is_flag=True, help="Build even when an image with the same build key exists.")
+@click.option("--extra", "extras", multiple=True, metavar="REQ", help="An extra PEP 508 requirement (repeatable).")
+@click.option("--gpu", "gpu_check", is_flag=True, help="Also run the GPU part of the in-image check.")
+@click.option("--quiet", "-q", is_flag=True, help="One progress line instead of the build output.")
+@click.pass_context
+def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs: int, push: bool, python: str | None,
+              no_cache: bool, force: bool, extras: tuple[str, ...], gpu_check: bool, quiet: bool) -> int:
+    """Build the profiles NAMES (e.g. torch-2.3-cu121), check them, tag them and push them."""
+    from ..build.builder import BuildOptions, build_many, summary_table
+    from ..build.engine import DockerEngine
+    from ..matrix.names import list_profiles
+    from ..validate import check_python, check_requirement
+
+    ws = workspace(ctx)
+    if not names and not build_all:
+        raise InputError("build: name at least one profile (see 'imagectl list') or pass --all")
+    if push and not ws.config.registry_url:
+        raise InputError("build --push: no registry configured ([registry] url or IMAGECTL_REGISTRY_URL)")
+    python = python and check_python(python, "--python")
+    extras = tuple(check_requirement(e, "--extra") for e in extras)
+    profiles = list_profiles(ws.matrix) if build_all else [ws.profile(n, python) for n in names]
+    engine = DockerEngine()
+    options = BuildOptions(push=push, force=force, no_cache=no_cache, extras=extras, gpu_check=gpu_check)
+    prefix = (lambda name: f"[{name}] ") if len(profiles) > 1 else (lambda name: "")
+    results = build_many(profiles, ws.config, engine, options, jobs, lambda name: _line_sink(quiet, prefix(name)))
+    if quiet:
+        click.echo("", err=True)
+    click.echo(summary_table(results))
+    for r in results:
+        for note in r.notes:
+            click.echo(f"note: {r.profile}: {note}", err=True)
+        if r.status == "failed":
+            click.echo(f"imagectl: {r.profile}: {r.error}", err=True)
+    return 1 if any(r.status == "failed" for r in results) else 0
+
+
+@click.command("test")
+@click.argument("target")
+@click.option("--gpu", is_flag=True, help="Also run a CUDA operation and a one-process NCCL all-reduce.")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.option("--junit", metavar="FILE", type=click.Path(dir_okay=False), help="Also write JUnit XML.")
+@click.pass_context
+def cmd_test(ctx: click.Context, target: str, gpu: bool, as_json: bool, junit: str | None) -> int:
+    """Run the in-image check of a profile's current image or of IMAGE."""
+    from ..build.engine import DockerEngine
+    from ..build.tester import test_image
+
+    ws = workspace(ctx)
+    image, findings = test_image(target, ws, DockerEngine(), gpu, _line_sink(False, "") if not as_json else (lambda line: None))
+    if junit:
+        from pathlib import Path
+
+        from ..junit import write_junit
+
+        write_junit(Path(junit), "imagectl.test", ((image, f.what, None if f.ok or f.severity != "error" else f"expected {f.expected}, found {f.actual}") for f in findings))
+    bad = [f for f in findings if not f.ok and f.severity == "error"]
+    if as_json:
+        echo_json({"image": image, "ok": not bad, "findings": [f.as_dict() for f in findings]})
+    else:
+        from ..build.check import format_findings
+
+        click.echo(format_findings(findings))
+        click.echo(f"{image}: {'ok' if not bad else f'{len(bad)} mismatches'}", file=sys.stderr)
+    return 1 if bad else 0
