@@ -261,8 +261,8 @@ def loose_requirements(
 ) -> dict[str, str]:
     """Return ``{normalised name: specifier}`` for applicable requirements that pin no exact version.
 
-    The specifier is as packaging prints it (``~=3.8.0``; several clauses sorted), ``""`` for none, or ``@ <url>`` for a direct reference;
-    several entries for one project are joined with ``,``.
+    The specifier is as packaging prints it (``~=3.8.0``; several clauses sorted), ``""`` for none, or
+    ``@ <url>`` for a direct reference; several entries for one project are joined with ``,``.
     """
     loose: dict[str, list[str]] = {}
     for requirement in applicable_requirements(metadata, python, platform_system, platform_machine):

@@ -66,7 +66,9 @@ def fetch_range(
     response = request(session, url, settings, {"Range": f"bytes={spec}", "Accept-Encoding": "identity"}, True)
     with response:
         if response.status_code == 200:
-            raise index_error(url, "server ignores HTTP Range requests (answered 200); refusing to download the whole file")
+            raise index_error(
+                url, "server ignores HTTP Range requests (answered 200); refusing to download the whole file"
+            )
         if response.status_code != 206:
             raise error_for_status(response)
         first, last, total = parse_content_range(url, response.headers.get("Content-Range", ""))

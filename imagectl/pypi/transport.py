@@ -70,10 +70,10 @@ def session_scope(
 
 def retry_delay(response: requests.Response | None, attempt: int, settings: IndexSettings) -> float:
     """Seconds to wait before retry number ``attempt`` (0-based): ``Retry-After`` or exponential backoff."""
-    header = response.headers.get("Retry-After", "") if response is not None else ""
+    header = str(response.headers.get("Retry-After", "")) if response is not None else ""
     if header.strip().isdigit():
         return min(float(header.strip()), settings.max_retry_after)
-    return settings.backoff * (2**attempt)
+    return settings.backoff * 2.0**attempt
 
 
 def request(

@@ -184,7 +184,10 @@ def test_html_parser_honours_base_href_fragments_and_yank_forms() -> None:
     first, second, third = parse_html_page("https://index.example/simple/a/", page)
     assert (first.url, dict(first.hashes)) == ("https://files.example/pkgs/a-1.0.tar.gz", {"md5": "abcdef"})
     assert (second.url, dict(second.hashes), second.yanked, second.yanked_reason) == (
-        "https://files.example/pkgs/sub/a-1.1.tar.gz", {}, True, None,
+        "https://files.example/pkgs/sub/a-1.1.tar.gz",
+        {},
+        True,
+        None,
     )
     assert (third.filename, third.yanked_reason, third.metadata_hint) == ("a-1.2.tar.gz", "reason & more", None)
 
