@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,13 +138,24 @@ def test_pip_installs_standin_torch_in_docker_build(
         client.images.remove(image.id, force=True)
 
 
-def test_push_to_loopback_registry_with_basic_auth(
-    client: docker.DockerClient, base_image: str, tmp_path: Path
-) -> None:
-    """The stand-in pushes to a plain-HTTP loopback registry with basic auth; the digest is the manifest's."""
+def _tiny_image(client: docker.DockerClient, ref: str) -> str:
+    """Import a one-file image as ``ref`` (pushes in well under a second) and return ``ref``."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        info = tarfile.TarInfo("hello.txt")
+        info.size = 6
+        archive.addfile(info, io.BytesIO(b"hello\n"))
+    repository, tag = ref.rsplit(":", 1)
+    client.api.import_image(src=buffer.getvalue(), repository=repository, tag=tag)
+    return ref
+
+
+def test_push_to_loopback_registry_with_basic_auth(client: docker.DockerClient, tmp_path: Path) -> None:
+    """An image pushes to a plain-HTTP loopback registry with basic auth; the digest is the manifest's."""
+    local = _tiny_image(client, "imagectl-test/tiny:smoke")
     hostport, stop = start_loopback_registry(tmp_path / "registry", users={"ci": "secret"})
     try:
-        ref, digest = push_to_registry(client, base_image, hostport, "imagectl/base:smoke",
+        ref, digest = push_to_registry(client, local, hostport, "imagectl/base:smoke",
                                        auth={"username": "ci", "password": "secret"})
         answer = requests.head(f"http://{hostport}/v2/imagectl/base/manifests/smoke", auth=("ci", "secret"),
                                headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
@@ -151,6 +163,7 @@ def test_push_to_loopback_registry_with_basic_auth(
     finally:
         stop()
         client.images.remove(f"{hostport}/imagectl/base:smoke", noprune=True)
+        client.images.remove(local)
     assert ref == f"{hostport}/imagectl/base:smoke"
     assert digest.startswith("sha256:")
     assert answer.headers["Docker-Content-Digest"] == digest

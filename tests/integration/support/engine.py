@@ -4,8 +4,9 @@
   (a fresh CI machine). The caller (a conftest) decides whether a missing engine means skip or fail.
 - :func:`standin_base_image`: no Docker Hub here, so a public CUDA base such as
   ``nvidia/cuda:12.1.1-runtime-ubuntu22.04`` is replaced by a Debian rootfs made with ``mmdebstrap`` (with
-  ``python3``, ``python3-venv``, ``python3-pip``, ``ca-certificates``), ``docker import``-ed under the same
-  reference with the base image's ENV. The rootfs tarball is cached under ``~/.cache/imagectl-tests/``.
+  ``python3``, ``python3-venv``, ``python3-pip``, ``ca-certificates``), ``docker import``-ed once as
+  ``imagectl-test/standin-rootfs:<suite>-<key>``; each stand-in reference is a metadata-only image on top
+  of it carrying the base image's ENV. The rootfs tarball is cached under ``~/.cache/imagectl-tests/``.
 - :func:`start_loopback_registry` / :func:`push_to_registry`: a throwaway ``docker-registry`` on
   ``127.0.0.1`` (which dockerd treats as insecure, so plain HTTP works) and a push that returns the digest.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import io
 import json
 import os
 import re
@@ -92,7 +94,7 @@ def _start_dockerd() -> tuple[subprocess.Popen[bytes], Path]:
     """Start ``dockerd`` in its own session, logging to a temp file; return the process and the log path."""
     fd, log_name = tempfile.mkstemp(prefix="imagectl-dockerd-", suffix=".log")
     with os.fdopen(fd, "wb") as log:
-        process = subprocess.Popen(  # noqa: S603 (fixed argv)
+        process = subprocess.Popen(
             ["dockerd"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
     return process, Path(log_name)
@@ -226,7 +228,7 @@ def _run_mmdebstrap(argv: list[str], log_path: Path, timeout: float) -> None:
         raise RuntimeError("mmdebstrap is not installed (apt-get install mmdebstrap)")
     with log_path.open("wb") as log:
         try:
-            result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,  # noqa: S603
+            result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     timeout=timeout, check=False)
         except subprocess.TimeoutExpired as exc:
             raise RuntimeError(f"mmdebstrap ran past {timeout:g}s; log {log_path}:\n{_log_tail(log_path)}") from exc
@@ -293,26 +295,40 @@ def cuda_base_env(cuda: str, nccl: str | None = None, cudnn: str | None = None) 
     return env
 
 
-def _import_changes(env: Mapping[str, str], key: str) -> list[str]:
-    """Return the ``docker import --change`` lines: PATH default, ``env`` (sorted), CMD and the cache label.
+ROOTFS_REPOSITORY = "imagectl-test/standin-rootfs"
+
+
+def _env_line(name: str, value: str) -> str:
+    """Return a Dockerfile ``ENV name="value"`` line with the value taken literally (no ``$`` expansion).
 
     Raises:
-        ValueError: an ENV name is not a valid variable name.
+        ValueError: ``name`` is not a valid variable name or ``value`` holds a newline.
+    """
+    if not _ENV_NAME.match(name) or "\n" in value:
+        raise ValueError(f"cannot put ENV {name}={value!r} into a Dockerfile")
+    quoted = value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    return f'ENV {name}="{quoted}"'
+
+
+def standin_dockerfile(rootfs_ref: str, env: Mapping[str, str], key: str) -> str:
+    """Return the metadata-only Dockerfile that turns the rootfs image into a stand-in base image.
+
+    It sets a default ``PATH``, then ``env`` (sorted), ``CMD ["/bin/bash"]`` and the cache label.
+
+    Raises:
+        ValueError: an ENV name or value cannot be written (see :func:`_env_line`).
     """
     merged = {"PATH": DEFAULT_PATH, **env}
-    for name in merged:
-        if not _ENV_NAME.match(name):
-            raise ValueError(f"not a valid ENV name: {name!r}")
-    changes = [f"ENV {name}={json.dumps(value)}" for name, value in sorted(merged.items())]
-    return changes + ['CMD ["/bin/bash"]', f"LABEL {STANDIN_LABEL}={key}"]
+    lines = [f"FROM {rootfs_ref}", *(_env_line(n, v) for n, v in sorted(merged.items()))]
+    return "\n".join([*lines, 'CMD ["/bin/bash"]', f'LABEL {STANDIN_LABEL}="{key}"']) + "\n"
 
 
 def _standin_is_current(client: docker.DockerClient, ref: str, key: str, replace_foreign: bool) -> bool:
-    """Return True when the engine already has ``ref`` imported with cache key ``key``.
+    """Return True when the engine already has ``ref`` made by this module with cache key ``key``.
 
     Raises:
-        RuntimeError: ``ref`` is an image that no stand-in import made (say, a real ``nvidia/cuda`` pulled on
-            a workstation) and ``replace_foreign`` is False.
+        RuntimeError: ``ref`` is an image that this module did not make (say, a real ``nvidia/cuda`` pulled
+            on a workstation) and ``replace_foreign`` is False.
     """
     try:
         image = client.images.get(ref)
@@ -325,19 +341,47 @@ def _standin_is_current(client: docker.DockerClient, ref: str, key: str, replace
     return found == key
 
 
-def _import_rootfs(client: docker.DockerClient, tarball: Path, ref: str, changes: list[str]) -> None:
-    """``docker import`` ``tarball`` as ``ref`` with ``changes`` (streamed from disk).
+def _import_rootfs(client: docker.DockerClient, tarball: Path, ref: str, key: str) -> None:
+    """``docker import`` ``tarball`` as ``ref``, labelled with ``key`` (streamed from disk).
 
     Raises:
         RuntimeError: the engine refused the import.
     """
     repository, tag = split_tag(ref)
+    changes = [f'LABEL {STANDIN_LABEL}="{key}"']
     try:
         answer = client.api.import_image_from_file(str(tarball), repository=repository, tag=tag, changes=changes)
     except docker.errors.APIError as exc:
         raise RuntimeError(f"docker import of {tarball} as {ref} failed: {exc}") from exc
     if '"error' in str(answer):
         raise RuntimeError(f"docker import of {tarball} as {ref} failed: {answer}")
+
+
+def rootfs_image(client: docker.DockerClient, suite: str) -> str:
+    """Return ``imagectl-test/standin-rootfs:<key>``, importing the cached rootfs of ``suite`` if missing.
+
+    Raises:
+        RuntimeError: building or importing the rootfs failed.
+    """
+    key = rootfs_key(suite, STANDIN_PACKAGES, debian_mirror_lines(suite))
+    ref = f"{ROOTFS_REPOSITORY}:{suite}-{key}"
+    if not _standin_is_current(client, ref, key, replace_foreign=False):
+        tarball, _ = standin_rootfs(suite, STANDIN_PACKAGES)
+        _import_rootfs(client, tarball, ref, key)
+    return ref
+
+
+def _build_metadata_image(client: docker.DockerClient, dockerfile: str, ref: str) -> None:
+    """Build ``dockerfile`` (no build context, no RUN) and tag the result ``ref``.
+
+    Raises:
+        RuntimeError: the engine refused the build.
+    """
+    try:
+        client.images.build(fileobj=io.BytesIO(dockerfile.encode("utf-8")), tag=ref, rm=True, forcerm=True,
+                            pull=False)
+    except (docker.errors.BuildError, docker.errors.APIError) as exc:
+        raise RuntimeError(f"could not make stand-in {ref}: {exc}") from exc
 
 
 def standin_base_image(
@@ -351,25 +395,26 @@ def standin_base_image(
 
     The image is a minbase Debian rootfs whose system ``python3`` is ``python`` (only ``3.11``, Debian
     bookworm's, is supported) with ``python3-venv``, ``python3-pip`` and ``ca-certificates``; it carries
-    ``env`` (see :func:`cuda_base_env`) plus a default ``PATH`` as ENV and ``CMD ["/bin/bash"]``. The
-    rootfs is cached on disk and the import is skipped when the engine already has ``ref`` with the same
-    cache key (label :data:`STANDIN_LABEL`), so repeated calls take well under a second. An image under
-    ``ref`` that no stand-in import made is replaced only with ``replace_foreign=True``.
+    ``env`` (see :func:`cuda_base_env`) plus a default ``PATH`` as ENV and ``CMD ["/bin/bash"]``.
+    The rootfs tarball is built once (a minute or so) and cached on disk, imported once per engine
+    (seconds), and each ``ref`` is a metadata-only image on top of it (about a second); nothing is redone
+    when the engine already has ``ref`` with the same cache key (label :data:`STANDIN_LABEL`). An image
+    under ``ref`` that this module did not make is replaced only with ``replace_foreign=True``.
     Note: bookworm's system python is PEP 668 "externally managed"; install into a venv.
 
     Raises:
-        ValueError: ``python`` is not a supported version or an ENV name is invalid.
-        RuntimeError: building the rootfs or importing it failed, or ``ref`` is a foreign image.
+        ValueError: ``python`` is not a supported version, or an ENV name or value cannot be written.
+        RuntimeError: building, importing or tagging the image failed, or ``ref`` is a foreign image.
     """
     if python not in SUITE_FOR_PYTHON:
         raise ValueError(f"stand-in base images support python {sorted(SUITE_FOR_PYTHON)}, not {python!r}")
     suite = SUITE_FOR_PYTHON[python]
     fs_key = rootfs_key(suite, STANDIN_PACKAGES, debian_mirror_lines(suite))
     key = _digest({"rootfs": fs_key, "env": dict(env or {})})
-    changes = _import_changes(env or {}, key)
+    dockerfile = standin_dockerfile(f"{ROOTFS_REPOSITORY}:{suite}-{fs_key}", env or {}, key)
     if not _standin_is_current(client, ref, key, replace_foreign):
-        tarball, _ = standin_rootfs(suite, STANDIN_PACKAGES)
-        _import_rootfs(client, tarball, ref, changes)
+        rootfs_image(client, suite)
+        _build_metadata_image(client, dockerfile, ref)
     return ref
 
 
@@ -414,7 +459,7 @@ def _write_htpasswd(path: Path, users: Mapping[str, str]) -> None:
         raise RuntimeError("htpasswd is not installed (apt-get install apache2-utils)")
     lines = []
     for user, password in sorted(users.items()):
-        result = subprocess.run(["htpasswd", "-nbB", user, password], capture_output=True, text=True, check=False)  # noqa: S603,S607
+        result = subprocess.run(["htpasswd", "-nbB", user, password], capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise RuntimeError(f"htpasswd failed for {user!r}: {result.stderr.strip()}")
         lines.append(result.stdout.strip())
@@ -461,7 +506,7 @@ def start_loopback_registry(
     config, log_path = root / "config.yml", root / "registry.log"
     config.write_text(_registry_config(root, port, htpasswd))
     with log_path.open("wb") as log:
-        process = subprocess.Popen(["docker-registry", "serve", str(config)], stdin=subprocess.DEVNULL,  # noqa: S603,S607
+        process = subprocess.Popen(["docker-registry", "serve", str(config)], stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=subprocess.STDOUT)
 
     def stop() -> None:

@@ -10,6 +10,8 @@ config and log under ``root`` and deletes enabled, and waits until ``/v2/`` answ
   self-signed certificate is the registry's ``rootcertbundle`` (the certificate travels in the JWT's
   ``x5c`` header).  No Python crypto package is needed.
 
+With ``tls=True`` it serves https with a self-signed certificate for 127.0.0.1 (``ca_cert``) instead.
+
 :class:`FaultInjectingProxy` sits in front of a registry and answers scripted statuses (503, 429, ...)
 before passing requests through, counting every hit, to test retries against real HTTP.
 
@@ -35,6 +37,7 @@ import tarfile
 import threading
 import time
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -142,13 +145,13 @@ def _token_handler(server: TokenServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             query = parse_qs(urlsplit(self.path).query)
             scopes = tuple(query.get("scope", []))
-            user = _basic_user(self.headers.get("Authorization", ""), server.username, server.password)
-            if user is False:
+            valid, user = _basic_user(self.headers.get("Authorization", ""), server.username, server.password)
+            if not valid:
                 server.record(TokenRequest(None, scopes, False))
                 body = {"errors": [{"code": "UNAUTHORIZED", "message": "invalid username or password"}]}
                 return self._answer(401, body)
             server.record(TokenRequest(user or None, scopes, bool(user)))
-            token = server.issue(user or "", scopes if user else ())
+            token = server.issue(user, scopes if user else ())
             self._answer(200, {"token": token, "access_token": token, "expires_in": 300})
 
         def _answer(self, status: int, body: dict[str, Any]) -> None:
@@ -165,16 +168,17 @@ def _token_handler(server: TokenServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _basic_user(header: str, username: str, password: str) -> str | bool:
-    """The user name for right basic credentials, "" for none, False for wrong ones."""
+def _basic_user(header: str, username: str, password: str) -> tuple[bool, str]:
+    """(True, user) for right basic credentials, (True, "") for none, (False, "") for wrong ones."""
     if not header:
-        return ""
+        return True, ""
     scheme, _, value = header.partition(" ")
     try:
         user, _, secret = base64.b64decode(value).decode().partition(":")
     except ValueError:
-        return False
-    return user if scheme.lower() == "basic" and (user, secret) == (username, password) else False
+        return False, ""
+    valid = scheme.lower() == "basic" and (user, secret) == (username, password)
+    return valid, user if valid else ""
 
 
 # --------------------------------------------------------------------------------------------- registry
@@ -191,10 +195,11 @@ class RegistryServer:
     username: str = ""
     password: str = field(default="", repr=False)
     token_server: TokenServer | None = field(default=None, repr=False)
+    ca_cert: Path | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}"
+        return f"{'https' if self.ca_cert else 'http'}://{self.host}"
 
     def stop(self) -> None:
         """Stop the registry and its token server (idempotent)."""
@@ -216,11 +221,13 @@ class RegistryServer:
         self.stop()
 
 
-def start_registry(root: Path, auth: str | None = None) -> RegistryServer:
+def start_registry(root: Path, auth: str | None = None, tls: bool = False) -> RegistryServer:
     """Start a CNCF distribution registry on 127.0.0.1 storing under ``root``; wait until ``/v2/`` answers.
 
     ``auth`` is None (anonymous), "htpasswd" (basic) or "token" (bearer challenge with a local token
-    server).  Raises RuntimeError if docker-registry (or htpasswd/openssl) is missing, exits or does not answer.
+    server).  With ``tls`` it serves https with a self-signed certificate for 127.0.0.1
+    (``RegistryServer.ca_cert``).  Raises RuntimeError if docker-registry (or htpasswd/openssl) is
+    missing, exits or does not answer.
     """
     if shutil.which(REGISTRY_BIN) is None:
         raise RuntimeError("docker-registry is not installed (apt-get install docker-registry)")
@@ -229,13 +236,17 @@ def start_registry(root: Path, auth: str | None = None) -> RegistryServer:
     root.mkdir(parents=True, exist_ok=True)
     username, password = ("imagectl", secrets.token_urlsafe(12)) if auth else ("", "")
     token_server = TokenServer(root, username, password) if auth == "token" else None
-    auth_config = _auth_config(root, auth, username, password, token_server)
+    extra: dict[str, Any] = {"auth": _auth_config(root, auth, username, password, token_server)}
+    ca_cert = _make_tls_cert(root) if tls else None
     for _ in range(3):
-        server = _launch(root, auth, auth_config, username, password, token_server)
-        if server is not None:
+        port = free_port()
+        process = _launch(root, port, extra, ca_cert)
+        server = RegistryServer(f"127.0.0.1:{port}", root, process, auth, username, password, token_server, ca_cert)
+        if _wait_until_up(server):
             return server
-    if token_server is not None:
-        token_server.stop()
+        server.stop()
+        if "address already in use" not in _log_tail(root / "registry.log"):
+            break
     raise RuntimeError(f"docker-registry did not start:\n{_log_tail(root / 'registry.log')}")
 
 
@@ -253,41 +264,44 @@ def _auth_config(
     return {}
 
 
-def _launch(
-    root: Path, auth: str | None, auth_config: dict[str, Any], username: str, password: str,
-    token_server: TokenServer | None,
-) -> RegistryServer | None:
-    """Start on a fresh free port; None if it lost the port to someone else (the caller tries again)."""
-    port = free_port()
+def _make_tls_cert(root: Path) -> Path:
+    """A self-signed certificate (and key beside it, ``.key``) for 127.0.0.1."""
+    cert, key = root / "tls.crt", root / "tls.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    return cert
+
+
+def _launch(root: Path, port: int, extra: dict[str, Any], ca_cert: Path | None) -> subprocess.Popen[bytes]:
+    """Write the config (JSON is YAML) and start ``docker-registry serve`` on ``port``, logging under root."""
+    http: dict[str, Any] = {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)}
+    if ca_cert is not None:
+        http["tls"] = {"certificate": str(ca_cert), "key": str(ca_cert.with_suffix(".key"))}
     config = {
         "version": 0.1,
         "log": {"level": "info", "accesslog": {"disabled": True}},
         "storage": {"filesystem": {"rootdirectory": str(root / "data")}, "delete": {"enabled": True}},
-        "http": {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)},
+        "http": http,
+        **{key: value for key, value in extra.items() if value},
     }
-    if auth_config:
-        config["auth"] = auth_config
-    config_path, log_path = root / "config.yml", root / "registry.log"
-    config_path.write_text(json.dumps(config, indent=2))  # JSON is YAML
-    with log_path.open("ab") as log:
-        process = subprocess.Popen([REGISTRY_BIN, "serve", str(config_path)], stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL)
-    server = RegistryServer(f"127.0.0.1:{port}", root, process, auth, username, password, token_server)
-    if _wait_until_up(server):
-        return server
-    server.process.kill()
-    server.process.wait(timeout=10)
-    if "address already in use" in _log_tail(log_path):
-        return None
-    raise RuntimeError(f"docker-registry did not answer within {_START_TIMEOUT_S:g}s:\n{_log_tail(log_path)}")
+    config_path = root / "config.yml"
+    config_path.write_text(json.dumps(config, indent=2))
+    with (root / "registry.log").open("ab") as log:
+        return subprocess.Popen([REGISTRY_BIN, "serve", str(config_path)], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
 
 
 def _wait_until_up(server: RegistryServer) -> bool:
     deadline = time.monotonic() + _START_TIMEOUT_S
     while time.monotonic() < deadline and server.process.poll() is None:
         try:
-            if requests.get(f"{server.url}/v2/", timeout=1).status_code in (200, 401):
-                return True
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if requests.get(f"{server.url}/v2/", timeout=1, verify=False).status_code in (200, 401):
+                    return True
         except requests.RequestException:
             pass
         time.sleep(0.05)
@@ -310,6 +324,9 @@ class FaultInjectingProxy:
     ``script(path_prefix, statuses)`` queues statuses (e.g. ``[503, 503]``) answered, in order, to requests
     whose path starts with the prefix before they are passed through; ``retry_after`` adds that header.
     ``hits(path_prefix)`` counts the requests seen for a prefix, faulted or passed.
+
+    It also pages tag lists as the distribution spec says (``?n=`` and ``?last=``, lexical order, a
+    ``Link: <...>; rel="next"`` header while more remain), because distribution 2.8 ignores ``n``.
     """
 
     def __init__(self, upstream: str) -> None:
@@ -360,12 +377,18 @@ def _proxy_handler(proxy: FaultInjectingProxy) -> type[BaseHTTPRequestHandler]:
             headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
             answer = requests.request(self.command, proxy.upstream + self.path, headers=headers, data=body,
                                       allow_redirects=False, timeout=30)
+            content = b"" if self.command == "HEAD" else answer.content
+            extra: dict[str, str] = {}
+            if self.command == "GET" and answer.status_code == 200 and _is_tag_list(self.path):
+                content, extra = _tag_page(self.path, content)
             self.send_response(answer.status_code)
             for key, value in answer.headers.items():
                 if key.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):
                     self.send_header(key, value.replace(proxy.upstream, proxy.url))
-            content = b"" if self.command == "HEAD" else answer.content
-            self.send_header("Content-Length", answer.headers.get("Content-Length", str(len(content))))
+            for key, value in extra.items():
+                self.send_header(key, value)
+            size = answer.headers.get("Content-Length") if self.command == "HEAD" else str(len(content))
+            self.send_header("Content-Length", size or "0")
             self.end_headers()
             self.wfile.write(content)
 
@@ -386,6 +409,24 @@ def _proxy_handler(proxy: FaultInjectingProxy) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+def _is_tag_list(path: str) -> bool:
+    parts = urlsplit(path)
+    return parts.path.endswith("/tags/list") and "n" in parse_qs(parts.query)
+
+
+def _tag_page(path: str, content: bytes) -> tuple[bytes, dict[str, str]]:
+    """One page of a full tag list: ``n`` tags after ``last`` in lexical order, and the next page's Link."""
+    parts = urlsplit(path)
+    query = parse_qs(parts.query)
+    size, last = int(query["n"][0]), query.get("last", [""])[0]
+    listing = json.loads(content)
+    remaining = [tag for tag in sorted(listing.get("tags") or []) if tag > last]
+    page, more = remaining[:size], len(remaining) > size
+    listing["tags"] = page
+    link = {"Link": f'<{parts.path}?n={size}&last={page[-1]}>; rel="next"'} if more and page else {}
+    return json.dumps(listing).encode(), link
 
 
 # --------------------------------------------------------------------------------------------- sample images

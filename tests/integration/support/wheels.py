@@ -38,7 +38,7 @@ def normalize_name(name: str) -> str:
 
 
 def _escape_name(name: str) -> str:
-    """Escape a project name for a wheel file name or ``.dist-info`` folder (``nvidia-nccl-cu12`` -> ``nvidia_nccl_cu12``)."""
+    """Escape a project name for wheel file names and ``.dist-info`` (``nvidia-nccl-cu12`` -> ``nvidia_nccl_cu12``)."""
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
@@ -324,7 +324,7 @@ class _SimpleIndexHandler(BaseHTTPRequestHandler):
     dirs: tuple[Path, ...]  # set per server by serve_simple_index
     hashes: dict[tuple[Path, int, int], str]  # sha256 cache, one per server
 
-    def do_GET(self) -> None:  # noqa: N802 (the http.server API)
+    def do_GET(self) -> None:
         """Answer one GET with an index page, a wheel or 404."""
         path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
         wheels = collect_wheels(self.dirs)
@@ -377,7 +377,7 @@ class _SimpleIndexHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the http.server API)
+    def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet; pytest output is noisy enough."""
 
 
