@@ -9,6 +9,7 @@ suffixes that differ from the defaults, in the order OS, flavour, Python.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from dataclasses import dataclass
 
@@ -16,9 +17,9 @@ from packaging.version import Version
 
 from ..errors import UnknownProfileError
 from ..reference import parse_reference
-from .model import Framework, Matrix, Profile, Release, Variant
+from .model import CudaToolkit, Framework, Matrix, OsInfo, Profile, Release, Variant
 
-_NAME_RE = re.compile(r"^(?P<fw>[a-z][a-z0-9_]*)-(?P<version>[0-9]+(?:\.[0-9]+){1,2})(?:-(?P<cuda>[a-z]+[0-9]+))?(?P<rest>(?:-[a-z0-9.]+)*)$")
+_NAME_RE = re.compile(r"^(?P<fw>[a-z][a-z0-9_]*)-(?P<version>[0-9]+(?:\.[0-9]+){1,3})(?:-(?P<cuda>[a-z]+[0-9]+))?(?P<rest>(?:-[a-z0-9.]+)*)$")
 _PY_RE = re.compile(r"^py(3\.[0-9]{1,2})$")
 
 
@@ -74,10 +75,10 @@ def resolve_profile(name: str, matrix: Matrix, python: str | None = None) -> Pro
 
 def _release(fw: Framework, version: str, name: str, matrix: Matrix) -> Release:
     wanted = Version(version)
-    if len(wanted.release) == 3:
-        found = [r for r in fw.releases if Version(r.version) == wanted]
-    else:
+    if len(version.split(".")) == 2:
         found = [r for r in fw.releases if r.minor == version]
+    else:
+        found = [r for r in fw.releases if Version(r.version) == wanted]
     if not found:
         known = ", ".join(sorted({r.minor for r in fw.releases}, key=Version))
         raise _unknown(name, matrix, f"names no {fw.name} release {version} (known: {known})")
@@ -94,13 +95,25 @@ def _variant(fw: Framework, release: Release, cuda_tag: str | None, name: str, m
     raise _unknown(name, matrix, f"{what} of {fw.name} {release.version} ({', '.join(sorted(tags))})")
 
 
-def default_python(release: Release, os_python: str, apt: tuple[str, ...]) -> str:
+def available_pythons(release: Release, os_info: OsInfo) -> list[str]:
+    """The Pythons the release has wheels for that the OS provides (its python3 or its archive)."""
+    return [p for p in release.python if p == os_info.python or p in os_info.apt_python]
+
+
+def default_python(release: Release, os_info: OsInfo) -> str:
     """The Python a profile builds with: the OS's own when the release supports it, else the newest
-    supported one the OS archive carries, else the newest the release supports."""
-    if os_python in release.python:
-        return os_python
-    available = [p for p in release.python if p in apt] or list(release.python)
-    return max(available, key=Version)
+    supported one the OS archive carries, else the newest the release supports (``validate`` flags it)."""
+    if os_info.python in release.python:
+        return os_info.python
+    return max(available_pythons(release, os_info) or list(release.python), key=Version)
+
+
+def default_os(matrix: Matrix, release: Release, toolkit: CudaToolkit) -> str:
+    """The first of the toolkit's OSes that provides a Python the release supports (else its first OS)."""
+    for name in toolkit.os:
+        if available_pythons(release, matrix.os[name]):
+            return name
+    return toolkit.os[0]
 
 
 def build_profile(matrix: Matrix, fw: Framework, release: Release, variant: Variant, version: str,
@@ -110,16 +123,17 @@ def build_profile(matrix: Matrix, fw: Framework, release: Release, variant: Vari
     base_name = f"{fw.name}-{version}-{fw.tag_of(variant.cuda)}"
     if toolkit is None:
         raise UnknownProfileError(f"{base_name}: CUDA {variant.cuda} is not declared in the matrix's [cuda] tables")
-    os_name = os_name or toolkit.os[0]
+    chosen_os = default_os(matrix, release, toolkit)
+    os_name = os_name or chosen_os
     if os_name not in toolkit.os or os_name not in matrix.os:
         raise UnknownProfileError(f"{base_name}: no {os_name} base image for CUDA {variant.cuda} (have: {', '.join(toolkit.os)})")
     os_info = matrix.os[os_name]
     flavor = flavor or matrix.base.flavors[0]
-    chosen = python or default_python(release, os_info.python, os_info.apt_python)
+    chosen = python or default_python(release, os_info)
     if chosen not in release.python:
         raise UnknownProfileError(f"{base_name}: {fw.name} {release.version} has no wheels for Python {chosen} (has: {', '.join(release.python)})")
-    suffix = [s for s, default in ((os_name, toolkit.os[0]), (flavor, matrix.base.flavors[0])) if s != default]
-    if python and python != default_python(release, os_info.python, os_info.apt_python):
+    suffix = [s for s, default in ((os_name, chosen_os), (flavor, matrix.base.flavors[0])) if s != default]
+    if python and python != default_python(release, os_info):
         suffix.append(f"py{python}")
     tag = matrix.base.tag.format(cuda_release=toolkit.release, cuda=variant.cuda, flavor=flavor, os=os_name)
     base = parse_reference(f"{matrix.base.repository}:{tag}")
@@ -139,7 +153,8 @@ def list_profiles(matrix: Matrix, framework: str | None = None) -> list[Profile]
                 continue
             seen.add(release.minor)
             for variant in release.variants:
-                for os_name in matrix.cuda[variant.cuda].os:
+                oses = [o for o in matrix.cuda[variant.cuda].os if available_pythons(release, matrix.os[o])]
+                for os_name in oses or matrix.cuda[variant.cuda].os[:1]:
                     for flavor in matrix.base.flavors:
                         out.append(build_profile(matrix, fw, release, variant, release.minor, os_name, flavor))
     return out
@@ -150,6 +165,13 @@ def _unknown(name: str, matrix: Matrix, why: str) -> UnknownProfileError:
         names = [p.name for p in list_profiles(matrix)]
     except UnknownProfileError:
         names = []
-    close = difflib.get_close_matches(name or "", names, n=5, cutoff=0.5)
+    close = closest_names(name or "", names)
     hint = f"; closest: {', '.join(close)}" if close else ""
     return UnknownProfileError(f"profile {name!r} {why}{hint}")
+
+
+def closest_names(name: str, names: list[str], n: int = 5) -> list[str]:
+    """Up to ``n`` similar names, those sharing the longest prefix with ``name`` first."""
+    similar = difflib.get_close_matches(name, names, n=3 * n, cutoff=0.5)
+    shared = lambda other: len(os.path.commonprefix([name, other]))  # noqa: E731
+    return sorted(similar, key=lambda other: (-shared(other), similar.index(other)))[:n]

@@ -1,0 +1,159 @@
+"""Fixtures against real parts: a Docker engine, CNCF distribution registries, stand-in base images
+pushed under their public names into a mirror, and stand-in wheels served from a local PEP 503 index.
+
+Without an engine or a registry these tests skip on a developer's machine and FAIL under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.integration.support.engine import cuda_base_env, ensure_dockerd, push_to_registry, standin_base_image
+from tests.integration.support.registry import RegistryServer, start_registry
+from tests.integration.support.wheels import make_standin_framework_wheels, serve_simple_index
+
+MIRROR_PREFIX = "hub"  # docker.io/<path> is mirrored at <registry>/hub/<path>
+
+
+def skip_or_fail(reason: str) -> None:
+    """Fail under CI (CI=true), skip elsewhere."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    try:
+        return ensure_dockerd()
+    except RuntimeError as exc:
+        skip_or_fail(f"no Docker engine: {exc}")
+
+
+def _registry(tmp_path_factory, auth: str | None) -> Iterator[RegistryServer]:
+    try:
+        server = start_registry(tmp_path_factory.mktemp(f"registry-{auth or 'open'}"), auth=auth)
+    except RuntimeError as exc:
+        skip_or_fail(f"no registry: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory) -> Iterator[RegistryServer]:
+    """An anonymous registry: the base-image mirror, and where built images go."""
+    yield from _registry(tmp_path_factory, None)
+
+
+@pytest.fixture(scope="session")
+def auth_registry(tmp_path_factory) -> Iterator[RegistryServer]:
+    """A registry that requires htpasswd basic auth."""
+    yield from _registry(tmp_path_factory, "htpasswd")
+
+
+@pytest.fixture(scope="session")
+def token_registry(tmp_path_factory) -> Iterator[RegistryServer]:
+    """A registry behind a bearer-token challenge."""
+    yield from _registry(tmp_path_factory, "token")
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """The stand-in base images as the mirror serves them."""
+
+    registry: RegistryServer
+    prefix: str
+    digests: dict[str, str]
+
+    @property
+    def mapping(self) -> str:
+        return f"docker.io={self.registry.host}/{self.prefix}"
+
+
+BASES = {
+    # public name -> (CUDA release, NCCL_VERSION the real image sets)
+    "nvidia/cuda:12.1.1-runtime-ubuntu22.04": ("12.1.1", "2.17.1-1"),
+}
+
+
+@pytest.fixture(scope="session")
+def mirror(docker_client, registry) -> Mirror:
+    """Stand-in ``nvidia/cuda`` images pushed to ``<registry>/hub/nvidia/cuda:...``."""
+    digests = {}
+    for public, (cuda, nccl) in BASES.items():
+        local = standin_base_image(docker_client, f"imagectl-test/{public}", env=cuda_base_env(cuda, nccl=nccl))
+        _, digest = push_to_registry(docker_client, local, registry.host, f"{MIRROR_PREFIX}/{public}")
+        digests[public] = digest
+    return Mirror(registry, MIRROR_PREFIX, digests)
+
+
+def shipped_pins(name: str) -> dict[str, str]:
+    """The pins the shipped matrix gives a profile (the stand-in wheels are made from these)."""
+    from imagectl.workspace import Workspace
+
+    return dict(Workspace().profile(name).packages)
+
+
+@pytest.fixture(scope="session")
+def wheel_index(tmp_path_factory) -> Iterator[str]:
+    """A PEP 503 index of stand-in wheels matching torch-2.3-cu121's pins exactly."""
+    pins = shipped_pins("torch-2.3-cu121")
+    facts = {"torch_version": pins["torch"], "cuda": "12.1", "cudnn": pins["nvidia-cudnn-cu12"], "nccl": pins["nvidia-nccl-cu12"]}
+    wheels = tmp_path_factory.mktemp("wheels")
+    make_standin_framework_wheels(wheels, pins, facts)
+    url, stop = serve_simple_index(wheels)
+    yield url
+    stop()
+
+
+@pytest.fixture(scope="session")
+def lying_wheel_index(tmp_path_factory) -> Iterator[str]:
+    """Stand-in wheels whose torch loads a different NCCL than the pins say (the check must catch it)."""
+    pins = shipped_pins("torch-2.3-cu121")
+    facts = {"torch_version": pins["torch"], "cuda": "12.1", "cudnn": pins["nvidia-cudnn-cu12"], "nccl": "2.19.3"}
+    wheels = tmp_path_factory.mktemp("lying-wheels")
+    make_standin_framework_wheels(wheels, pins, facts)
+    url, stop = serve_simple_index(wheels)
+    yield url
+    stop()
+
+
+@pytest.fixture
+def docker_config(tmp_path, monkeypatch) -> Path:
+    """An empty Docker client config directory (DOCKER_CONFIG) for this test."""
+    path = tmp_path / "docker-config"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"auths": {}}))
+    monkeypatch.setenv("DOCKER_CONFIG", str(path))
+    return path
+
+
+def login(docker_config: Path, server: RegistryServer) -> None:
+    """Write ``server``'s credentials into the test's Docker config, as ``docker login`` does."""
+    import base64
+
+    data = json.loads((docker_config / "config.json").read_text())
+    token = base64.b64encode(f"{server.username}:{server.password}".encode()).decode()
+    data["auths"][server.host] = {"auth": token}
+    (docker_config / "config.json").write_text(json.dumps(data))
+
+
+def write_config(path: Path, *, mirror: Mirror, index_url: str, registry: RegistryServer | None = None,
+                 namespace: str = "ml") -> Path:
+    """An imagectl.toml for the integration tests: mirror, local index, host networking, optional registry."""
+    lines = []
+    if registry is not None:
+        lines += ["[registry]", f'url = "{registry.host}"', f'namespace = "{namespace}"', ""]
+    else:
+        lines += ["[registry]", f'namespace = "{namespace}"', ""]
+    lines += ["[mirrors]", f'"docker.io" = "{mirror.registry.host}/{mirror.prefix}"', "",
+              "[pip]", f'index_url = "{index_url}"', "", "[build]", 'network = "host"', ""]
+    target = path / "imagectl.toml"
+    target.write_text("\n".join(lines))
+    return target

@@ -1,0 +1,92 @@
+"""imagectl build end to end: real engine, real registry, stand-in base and wheels, no internet."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from imagectl.registry import RegistryClient
+from tests.integration.conftest import login, write_config
+
+pytestmark = pytest.mark.integration
+
+PROFILE = "torch-2.3-cu121-py3.11"  # the stand-in base is Debian bookworm, whose python is 3.11
+
+
+def registry_tags(server, repo: str) -> dict[str, str]:
+    client = RegistryClient(server.host, insecure=True)
+    return {t: client.head_manifest(repo, t) for t in client.list_tags(repo)}
+
+
+def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, registry, docker_config):
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="e2e")
+    first = run_cli("build", PROFILE)
+    assert first.code == 0, first.err[-3000:]
+    assert "check: ok" in first.err and "torch loaded" not in first.err
+    assert f"{PROFILE}  built" in first.out
+
+    tags = registry_tags(registry, f"e2e/{PROFILE}")
+    immutable = [t for t in tags if t.startswith("2.3.1-cu121-py3.11-")]
+    assert len(immutable) == 1 and tags["latest"] == tags[immutable[0]]
+
+    client = RegistryClient(registry.host, insecure=True)
+    config = client.get_image_config(f"e2e/{PROFILE}", client.get_manifest(f"e2e/{PROFILE}", "latest"))
+    labels = config.labels
+    assert labels["imagectl.profile"] == PROFILE and labels["imagectl.nccl"] == "2.20.5"
+    assert labels["org.opencontainers.image.base.digest"] == mirror.digests["nvidia/cuda:12.1.1-runtime-ubuntu22.04"]
+    assert labels["imagectl.build-key"].startswith(immutable[0].rsplit("-", 1)[1])
+
+    # the base image sets NCCL_VERSION=2.17.1-1 while torch loads 2.20.5: reported, not fatal
+    assert "warn  NCCL_VERSION of the base image vs NCCL the framework loads: expected 2.20.5, found 2.17.1-1" in first.out + first.err
+
+    again = run_cli("build", PROFILE)
+    assert again.code == 0 and f"{PROFILE}  reused" in again.out
+    assert registry_tags(registry, f"e2e/{PROFILE}") == tags  # nothing new, nothing moved
+
+    tested = run_cli("test", PROFILE, "--json")
+    assert tested.code == 0, tested.err
+    report = json.loads(tested.out)
+    assert report["ok"] and {f["what"] for f in report["findings"]} >= {"python", "torch version", "nccl loaded by torch", "pip nvidia-nccl-cu12"}
+
+
+def test_failed_build_and_failed_check_leave_the_moving_tag(run_cli, tmp_path, mirror, wheel_index, lying_wheel_index, registry, docker_config):
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="fail")
+    assert run_cli("build", PROFILE).code == 0
+    before = registry_tags(registry, f"fail/{PROFILE}")
+
+    broken = run_cli("build", PROFILE, "--extra", "no-such-package==1.0")
+    assert broken.code == 1
+    assert "failed" in broken.out and "build:" in broken.err and "no-such-package" in broken.err
+    assert registry_tags(registry, f"fail/{PROFILE}") == before
+
+    write_config(tmp_path, mirror=mirror, index_url=lying_wheel_index, registry=registry, namespace="fail")
+    lying = run_cli("build", PROFILE)
+    assert lying.code == 1
+    assert "check: in-image check failed: nccl loaded by torch: expected 2.20.5, found 2.19.3" in lying.err
+    assert registry_tags(registry, f"fail/{PROFILE}") == before
+
+
+def test_push_to_registry_with_basic_auth(run_cli, tmp_path, mirror, wheel_index, auth_registry, docker_config):
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=auth_registry, namespace="secure")
+    denied = run_cli("build", PROFILE)
+    assert denied.code == 1 and auth_registry.password not in denied.err + denied.out
+    login(docker_config, auth_registry)
+    ok = run_cli("build", PROFILE)
+    assert ok.code == 0, ok.err[-2000:]
+    from imagectl.registry import Credentials
+
+    client = RegistryClient(auth_registry.host, insecure=True, credentials=Credentials(auth_registry.username, auth_registry.password))
+    tags = client.list_tags(f"secure/{PROFILE}")
+    assert "latest" in tags and any(t.startswith("2.3.1-cu121-py3.11-") for t in tags)
+
+
+def test_local_engine_only(run_cli, tmp_path, mirror, wheel_index, docker_client):
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, namespace="localonly")
+    r = run_cli("build", PROFILE, "--quiet")
+    assert r.code in (0,), r.err[-2000:]
+    image = docker_client.images.get(f"localonly/{PROFILE}:latest")
+    assert image.labels["imagectl.profile"] == PROFILE
+    assert any(t.startswith(f"localonly/{PROFILE}:2.3.1-cu121-py3.11-") for t in image.tags)
+    again = run_cli("build", PROFILE)
+    assert again.code == 0 and "reused" in again.out
