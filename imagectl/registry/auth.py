@@ -37,7 +37,9 @@ CredentialsLookup = Callable[[str], "Credentials | None"]
 class Send(Protocol):
     """How the authenticator reaches a token server: the client's retrying, TLS-aware request function."""
 
-    def __call__(self, method: str, url: str, *, params: object = None, headers: Mapping[str, str] | None = None) -> requests.Response: ...
+    def __call__(
+        self, method: str, url: str, *, params: object = None, headers: Mapping[str, str] | None = None
+    ) -> requests.Response: ...
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,11 @@ def parse_challenge(header: str) -> Challenge | None:
     scheme, _, rest = header.strip().partition(" ")
     if not scheme or "=" in scheme:
         return None
-    params = {m.group(1).lower(): (m.group(2) if m.group(2) is not None else m.group(3)) for m in _PARAM_RE.finditer(rest)}
-    return Challenge(scheme.lower(), {k: v.replace('\\"', '"') for k, v in params.items()})
+    params = {}
+    for match in _PARAM_RE.finditer(rest):
+        quoted, bare = match.group(2), match.group(3)
+        params[match.group(1).lower()] = quoted.replace('\\"', '"') if quoted is not None else bare
+    return Challenge(scheme.lower(), params)
 
 
 def repository_scope(repository: str, *actions: str) -> str:
@@ -75,8 +80,18 @@ def repository_scope(repository: str, *actions: str) -> str:
 
 
 def merge_scopes(*groups: tuple[str, ...]) -> tuple[str, ...]:
-    """All scopes of ``groups`` in first-seen order, duplicates dropped."""
-    return tuple(dict.fromkeys(scope for group in groups for scope in group))
+    """The scopes of ``groups`` merged per resource, actions sorted: one spelling for one access.
+
+    ``repository:a:push,pull`` and ``repository:a:pull`` become ``repository:a:pull,push``, so a token
+    cached for the scopes imagectl asked for is found again whatever order a registry's challenge uses.
+    """
+    actions: dict[str, set[str]] = {}
+    for scope in (scope for group in groups for scope in group):
+        resource, sep, wanted = scope.rpartition(":")
+        if not sep:
+            resource, wanted = scope, ""
+        actions.setdefault(resource, set()).update(a for a in wanted.split(",") if a)
+    return tuple(f"{res}:{','.join(sorted(acts))}" if acts else res for res, acts in actions.items())
 
 
 def basic_header(credentials: Credentials) -> str:
@@ -155,7 +170,7 @@ class Authenticator:
         """
         if self._challenge is None:
             return None
-        return self._header(self._challenge, scopes)
+        return self._header(self._challenge, merge_scopes(scopes))
 
     def answer(self, response: requests.Response, scopes: tuple[str, ...]) -> str | None:
         """The ``Authorization`` value to retry a 401 ``response`` with; None if there is nothing to try.
@@ -200,7 +215,9 @@ class Authenticator:
         credentials = self.credentials()
         headers = {"Authorization": basic_header(credentials)} if credentials else {}
         if credentials and realm.startswith("http://") and not self._allow_http_realm:
-            raise AuthError(f"registry {self.registry}: token realm {realm} is plain http; refusing to send credentials")
+            raise AuthError(
+                f"registry {self.registry}: token realm {realm} is plain http; refusing to send credentials"
+            )
         params = [("service", challenge.service)] if challenge.service else []
         params += [("scope", scope) for scope in scopes]
         log.debug("requesting a token from %s for %s", realm, " ".join(scopes) or "no scope")
@@ -215,7 +232,8 @@ class Authenticator:
         who = f"user {credentials.username!r}" if credentials else "anonymous access (no credentials found)"
         detail = oci_error_detail(response)
         suffix = f" ({detail})" if detail else ""
-        return AuthError(f"registry {self.registry}: token server {realm} refused {who}: {response.status_code}{suffix}")
+        status = response.status_code
+        return AuthError(f"registry {self.registry}: token server {realm} refused {who}: {status}{suffix}")
 
 
 def _parse_token_answer(response: requests.Response, registry: str, realm: str) -> tuple[str, float]:

@@ -15,7 +15,7 @@ import hashlib
 import logging
 import warnings
 from dataclasses import dataclass
-from typing import IO, Any, Iterator, Mapping, Union
+from typing import IO, Any, Iterator, Mapping, Protocol, Union, cast
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -43,8 +43,16 @@ DOCKER_HUB_API = "registry-1.docker.io"
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_CONFIG_BYTES = 8 * 1024 * 1024
 _CHUNK = 1024 * 1024
+_TLS_HINT = "if it serves plain http or a self-signed certificate, configure it as insecure"
 
-Body = Union[bytes, IO[bytes], None]
+
+class Readable(Protocol):
+    """A binary file-like object to upload from: an open file, ``io.BytesIO``, a :class:`BlobReader`."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+Body = Union[bytes, Readable, None]
 
 
 def api_host(host: str) -> str:
@@ -66,23 +74,23 @@ class _Payload:
 
     def __init__(self, data: Body) -> None:
         self.data = data
-        self._start: int | None = None
-        if data is not None and not isinstance(data, bytes) and _seekable(data):
-            self._start = data.tell()
+        self._start = cast(IO[bytes], data).tell() if _seekable(data) else None
 
     @property
     def resendable(self) -> bool:
         return self.data is None or isinstance(self.data, bytes) or self._start is not None
 
     def rewind(self) -> None:
-        if self._start is not None and self.data is not None and not isinstance(self.data, bytes):
-            self.data.seek(self._start)
+        if self._start is not None:
+            cast(IO[bytes], self.data).seek(self._start)
 
 
-def _seekable(data: IO[bytes]) -> bool:
+def _seekable(data: Body) -> bool:
+    """True for a file-like ``data`` that can go back to where it started."""
+    seekable = getattr(data, "seekable", None)
     try:
-        return bool(data.seekable())
-    except (AttributeError, OSError, ValueError):
+        return bool(seekable and seekable()) and not isinstance(data, bytes)
+    except (OSError, ValueError):
         return False
 
 
@@ -93,14 +101,21 @@ class BlobReader:
     Content-Length.  Close it (or use it as a context manager) to release the connection.
     """
 
-    def __init__(self, response: requests.Response, digest: str) -> None:
+    def __init__(self, response: requests.Response, digest: str, registry: str) -> None:
         self.digest = digest
-        self._response = response
         self.size = int(response.headers.get("Content-Length") or 0)
+        self._response = response
+        self._registry = registry
 
     def read(self, size: int = -1) -> bytes:
-        """Up to ``size`` bytes (all that is left if negative); b"" at the end."""
-        return self._response.raw.read(None if size < 0 else size, decode_content=False) or b""
+        """Up to ``size`` bytes (all that is left if negative); b"" at the end.
+
+        Raises RegistryError if the connection breaks off.
+        """
+        try:
+            return self._response.raw.read(None if size < 0 else size, decode_content=False) or b""
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise unreachable_error(self._registry, exc) from None
 
     def __iter__(self) -> Iterator[bytes]:
         return self.iter_chunks()
@@ -285,7 +300,7 @@ class RegistryClient:
             "GET", f"/v2/{repository}/blobs/{digest}", _pull(repository),
             f"GET blob {_ref(repository, digest)}", stream=True,
         )
-        return BlobReader(response, digest)
+        return BlobReader(response, digest, self.host)
 
     def read_blob(self, repository: str, digest: str, max_bytes: int = MAX_CONFIG_BYTES) -> bytes:
         """The whole (small) blob ``digest``, checked against its digest.
@@ -300,7 +315,7 @@ class RegistryClient:
             raise RegistryError(f"registry {self.host}: blob {_ref(repository, digest)} does not match its digest")
         return data
 
-    def upload_blob(self, repository: str, data: bytes | IO[bytes], digest: str | None = None) -> str:
+    def upload_blob(self, repository: str, data: bytes | Readable, digest: str | None = None) -> str:
         """Upload a blob monolithically (POST, then one PUT), streaming a file-like ``data``; returns its digest.
 
         ``digest`` may be left out for bytes or a seekable file (it is computed).  Raises ValidationError if
@@ -368,21 +383,30 @@ class RegistryClient:
         RegistryError if the registry cannot be reached.
         """
         url = path if "://" in path else self._base_url() + path
-        own = urlsplit(url).netloc == self._api_host
-        sent = self._auth.header_for(scopes) if own else None
-        payload = _Payload(data)
-        response = self._send(method, url, params=params, headers=_with_auth(headers, sent), payload=payload, stream=stream)
-        if response.status_code == 401 and own and payload.resendable:
-            retry_with = self._auth.answer(response, scopes)
-            if retry_with and retry_with != sent:
-                response.close()
-                payload.rewind()
-                response = self._send(method, url, params=params, headers=_with_auth(headers, retry_with), payload=payload, stream=stream)
+        response = self._authorized_send(
+            method, url, scopes, _Payload(data), headers=headers, params=params, stream=stream
+        )
         if response.status_code not in ok:
-            error = error_from_response(response, self.host, what)
+            error = error_from_response(response, self.host, what, self._hint(response))
             response.close()
             raise error
         return response
+
+    def _authorized_send(
+        self, method: str, url: str, scopes: tuple[str, ...], payload: _Payload,
+        headers: Mapping[str, str] | None, **options: Any,
+    ) -> requests.Response:
+        """Send with the known Authorization (only to this registry's host); answer a 401 challenge once."""
+        own = urlsplit(url).netloc == self._api_host
+        sent = self._auth.header_for(scopes) if own else None
+        response = self._send(method, url, headers=_with_auth(headers, sent), payload=payload, **options)
+        if response.status_code != 401 or not own or not payload.resendable:
+            return response
+        retry_with = self._auth.answer(response, scopes)
+        if not retry_with or retry_with == sent:
+            return response
+        response.close()
+        return self._send(method, url, headers=_with_auth(headers, retry_with), payload=payload, **options)
 
     def _send(
         self,
@@ -406,7 +430,7 @@ class RegistryClient:
             try:
                 response = self._send_once(method, url, params, headers, payload.data, stream)
             except requests.exceptions.SSLError as exc:
-                raise unreachable_error(self._name_of(url), exc) from None
+                raise unreachable_error(self._name_of(url), exc, _TLS_HINT) from None
             except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
                 if last:
                     raise unreachable_error(self._name_of(url), exc) from None
@@ -449,6 +473,12 @@ class RegistryClient:
             log.info("registry %s does not answer https; using plain http (insecure)", self.host)
             return "http"
         return "https"
+
+    def _hint(self, response: requests.Response) -> str:
+        """What to tell a user refused for lack of credentials (none given, none in the Docker config)."""
+        if response.status_code == 401 and self._auth.credentials() is None:
+            return f"no credentials for {self.host} (docker login {self.host})"
+        return ""
 
     def _name_of(self, url: str) -> str:
         netloc = urlsplit(url).netloc
@@ -509,15 +539,17 @@ def _answered_digest(response: requests.Response, raw: bytes) -> str:
     return response.headers.get("Docker-Content-Digest") or sha256_digest(raw)
 
 
-def _digest_of(data: bytes | IO[bytes]) -> str:
+def _digest_of(data: bytes | Readable) -> str:
+    """The digest of bytes or of a seekable file (read to the end, then put back where it was)."""
     if isinstance(data, bytes):
         return sha256_digest(data)
     if not _seekable(data):
         raise ValidationError("uploading a blob from a stream needs its digest")
-    start, hasher = data.tell(), hashlib.sha256()
-    while chunk := data.read(_CHUNK):
+    stream = cast(IO[bytes], data)
+    start, hasher = stream.tell(), hashlib.sha256()
+    while chunk := stream.read(_CHUNK):
         hasher.update(chunk)
-    data.seek(start)
+    stream.seek(start)
     return "sha256:" + hasher.hexdigest()
 
 

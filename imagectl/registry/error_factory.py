@@ -16,17 +16,20 @@ from ..errors import AuthError, NotFoundError, RegistryError
 _MAX_DETAIL = 300
 
 
-def error_from_response(response: requests.Response, registry: str, what: str) -> RegistryError:
+def error_from_response(response: requests.Response, registry: str, what: str, hint: str = "") -> RegistryError:
     """The typed error for a failed ``response``: NotFoundError (404), AuthError (401, 403) or RegistryError.
 
     ``registry`` is the host as the user knows it, ``what`` the operation and reference (``GET manifest
-    team/torch:2.3``).  The OCI error code and message of a JSON body are quoted when present.
+    team/torch:2.3``).  The OCI error code and message of a JSON body are quoted when present, and
+    ``hint`` (what the user might do) is added last.
     """
     status = response.status_code
     message = f"registry {registry}: {what}: {status} {response.reason or ''}".rstrip()
     detail = oci_error_detail(response)
     if detail:
         message += f" ({detail})"
+    if hint:
+        message += f"; {hint}"
     if status == 404:
         return NotFoundError(message)
     if status in (401, 403):
@@ -34,9 +37,10 @@ def error_from_response(response: requests.Response, registry: str, what: str) -
     return RegistryError(message)
 
 
-def unreachable_error(registry: str, exc: BaseException) -> RegistryError:
+def unreachable_error(registry: str, exc: BaseException, hint: str = "") -> RegistryError:
     """The error for a registry that could not be reached (connection refused, TLS failure, timeout)."""
-    return RegistryError(f"registry {registry} unreachable: {_one_line(_describe(exc))}")
+    suffix = f"; {hint}" if hint else ""
+    return RegistryError(f"registry {registry} unreachable: {_one_line(_describe(exc))}{suffix}")
 
 
 def oci_error_detail(response: requests.Response) -> str:

@@ -37,7 +37,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int, response: requests.Response | None = None) -> float:
         """Seconds to wait after failed try number ``attempt`` (0-based), from Retry-After when it says."""
-        backoff = min(self.max_s, self.base_s * (2**attempt))
+        backoff = min(self.max_s, self.base_s * 2.0**attempt)
         hinted = retry_after_seconds(response) if response is not None else None
         if hinted is None:
             return backoff

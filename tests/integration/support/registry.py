@@ -244,9 +244,12 @@ def start_registry(root: Path, auth: str | None = None, tls: bool = False) -> Re
         server = RegistryServer(f"127.0.0.1:{port}", root, process, auth, username, password, token_server, ca_cert)
         if _wait_until_up(server):
             return server
-        server.stop()
+        process.kill()
+        process.wait(timeout=10)
         if "address already in use" not in _log_tail(root / "registry.log"):
             break
+    if token_server is not None:
+        token_server.stop()
     raise RuntimeError(f"docker-registry did not start:\n{_log_tail(root / 'registry.log')}")
 
 
