@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 from ..config import Config
 from ..errors import BuildError, ImagectlError
 from ..matrix.model import Profile
-from ..reference import Reference
+from ..reference import Reference, parse_reference
 from ..render.context import base_reference
 from ..render.dockerfile import context_files, write_context
 from ..tags.naming import MOVING_TAG, immutable_tag, repository
@@ -44,6 +44,19 @@ class BuildOptions:
     no_cache: bool = False
     extras: tuple[str, ...] = ()
     gpu_check: bool = False
+    base: str | None = None  # build --base: layer the extras on this image instead of the profile's base
+    suffix: str | None = None  # repository suffix for images with extras (default: x + hash of the extras)
+
+
+def repository_name(profile: Profile, options: BuildOptions) -> str:
+    """The repository name of a build: the profile's, or ``PROFILE-SUFFIX`` when extras are layered in
+    (so a team's variant never moves the profile's own moving tag)."""
+    if not options.extras:
+        return profile.name
+    import hashlib
+
+    digest = hashlib.sha256("\n".join(sorted(options.extras) + [options.base or ""]).encode()).hexdigest()
+    return f"{profile.name}-{options.suffix or 'x' + digest[:8]}"
 
 
 @dataclass
@@ -63,12 +76,13 @@ class BuildResult:
 def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOptions, log: LineSink) -> BuildResult:
     """Build (or reuse) one profile end to end; raises BuildError naming the failing step."""
     started = time.monotonic()
-    base = base_reference(profile, config)
+    user_base = parse_reference(options.base) if options.base else None
+    base = base_reference(profile, config, base=user_base)
     log(f"base image {base}")
     base_digest = resolve_base_digest(base, config, engine)
-    files = context_files(profile, config, base_digest=base_digest, extras=options.extras)
+    files = context_files(profile, config, base_digest=base_digest, extras=options.extras, base_image=user_base)
     key = build_key(files, base_digest, config.build_args)
-    repo = repository(profile.name, config)
+    repo = repository(repository_name(profile, options), config)
     store = open_store(repo, config, engine)
     result = None if options.force else _reuse(profile, key, repo, store, engine, options, log)
     if result is None:
@@ -98,7 +112,7 @@ def _reuse(profile: Profile, key: str, repo: Reference, store: TagStore, engine:
         return None
     target = store.digest(tag) or ""
     log(f"reusing {repo.familiar}:{tag}: an image with build key {key[:10]} exists")
-    result = BuildResult(profile.name, "reused", tag, target)
+    result = BuildResult(repo.path.rsplit("/", 1)[-1], "reused", tag, target)
     current = store.digest(MOVING_TAG)
     if current is None:
         move_tag(store, MOVING_TAG, target, "build", tag)
@@ -125,7 +139,7 @@ def _build(profile: Profile, files: dict[str, bytes], key: str, repo: Reference,
     if config.registry_url:
         engine.tag(image_id, repo.familiar, MOVING_TAG)
     info = engine.inspect(image_id)
-    return BuildResult(profile.name, "built", tag, target, info.size if info else 0)
+    return BuildResult(repo.path.rsplit("/", 1)[-1], "built", tag, target, info.size if info else 0)
 
 
 def run_check(engine: Engine, image: str, network: str | None, gpu: bool, log: LineSink) -> list:

@@ -33,16 +33,23 @@ def _line_sink(quiet: bool, prefix: str):
 @click.option("--no-cache", is_flag=True, help="Build without the engine's layer cache.")
 @click.option("--force", is_flag=True, help="Build even when an image with the same build key exists.")
 @click.option("--extra", "extras", multiple=True, metavar="REQ", help="An extra PEP 508 requirement (repeatable).")
+@click.option("--requirements", "requirements_file", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Extra requirements, one PEP 508 line each (# comments allowed).")
+@click.option("--base", metavar="REF", help="Layer the extras on this image (managed or your own) instead of building the profile from scratch.")
+@click.option("--suffix", metavar="NAME", help="Repository suffix for an image with extras (default: x + a hash of them).")
 @click.option("--gpu", "gpu_check", is_flag=True, help="Also run the GPU part of the in-image check.")
 @click.option("--quiet", "-q", is_flag=True, help="One progress line instead of the build output.")
 @click.pass_context
 def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs: int, push: bool, python: str | None,
-              no_cache: bool, force: bool, extras: tuple[str, ...], gpu_check: bool, quiet: bool) -> int:
+              no_cache: bool, force: bool, extras: tuple[str, ...], requirements_file: str | None, base: str | None,
+              suffix: str | None, gpu_check: bool, quiet: bool) -> int:
     """Build the profiles NAMES (e.g. torch-2.3-cu121), check them, tag them and push them."""
     from ..build.builder import BuildOptions, build_many, summary_table
     from ..build.engine import DockerEngine
     from ..matrix.names import list_profiles
-    from ..validate import check_python, check_requirement
+    from ..reference import parse_reference
+    from ..requirements import read_requirements
+    from ..validate import check_python, check_requirement, check_token
 
     ws = workspace(ctx)
     if not names and not build_all:
@@ -50,10 +57,14 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
     if push and not ws.config.registry_url:
         raise InputError("build --push: no registry configured ([registry] url or IMAGECTL_REGISTRY_URL)")
     python = python and check_python(python, "--python")
-    extras = tuple(check_requirement(e, "--extra") for e in extras)
+    extras = tuple(check_requirement(e, "--extra") for e in extras) + read_requirements(requirements_file)
+    if base:
+        parse_reference(base)
+    if suffix:
+        check_token(suffix, "--suffix")
     profiles = list_profiles(ws.matrix) if build_all else [ws.profile(n, python) for n in names]
     engine = DockerEngine()
-    options = BuildOptions(push=push, force=force, no_cache=no_cache, extras=extras, gpu_check=gpu_check)
+    options = BuildOptions(push=push, force=force, no_cache=no_cache, extras=extras, gpu_check=gpu_check, base=base, suffix=suffix)
     prefix = (lambda name: f"[{name}] ") if len(profiles) > 1 else (lambda name: "")
     results = build_many(profiles, ws.config, engine, options, jobs, lambda name: _line_sink(quiet, prefix(name)))
     if quiet:

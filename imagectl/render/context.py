@@ -29,13 +29,14 @@ def index_url(profile: Profile, config: Config) -> str:
     return fw.index_url.replace("{cuda_tag}", cuda_tag)
 
 
-def base_reference(profile: Profile, config: Config, digest: str | None = None) -> Reference:
-    """The base image as the build pulls it: through the configured mirror, pinned to ``digest`` if known."""
-    ref = apply_mirror(profile.base_image, config.mirrors)
+def base_reference(profile: Profile, config: Config, digest: str | None = None, base: Reference | None = None) -> Reference:
+    """The base image as the build pulls it (the profile's, or ``base`` given with ``build --base``):
+    through the configured mirror, pinned to ``digest`` if known."""
+    ref = apply_mirror(base or profile.base_image, config.mirrors)
     return ref.with_digest(digest) if digest else ref
 
 
-def image_labels(profile: Profile, base: Reference) -> dict[str, str]:
+def image_labels(profile: Profile, base: Reference, public_base: Reference | None = None) -> dict[str, str]:
     """OCI and imagectl labels recording the profile and every resolved version."""
     v = profile.variant
     packages = ",".join(f"{name}=={version}" for name, version in profile.packages)
@@ -44,7 +45,7 @@ def image_labels(profile: Profile, base: Reference) -> dict[str, str]:
         "org.opencontainers.image.description": f"{profile.framework.label} {profile.release.version} with CUDA {v.cuda}, Python {profile.python}",
         "org.opencontainers.image.version": profile.release.version,
         "org.opencontainers.image.vendor": "imagectl",
-        "org.opencontainers.image.base.name": str(profile.base_image),
+        "org.opencontainers.image.base.name": str(public_base or profile.base_image),
         "imagectl.profile": profile.name,
         "imagectl.framework": profile.framework.name,
         "imagectl.framework.version": profile.release.version,
@@ -77,9 +78,10 @@ def image_env(profile: Profile) -> dict[str, str]:
 
 
 def render_context(profile: Profile, config: Config, base_digest: str | None = None,
-                   extras: Sequence[str] = ()) -> dict[str, Any]:
-    """The template context for ``profile``; raises ValidationError for a bad extra requirement."""
-    base = base_reference(profile, config, base_digest)
+                   extras: Sequence[str] = (), base_image: Reference | None = None) -> dict[str, Any]:
+    """The template context for ``profile`` (on ``base_image`` instead of the profile's own base, for
+    ``build --base``); raises ValidationError for a bad extra requirement."""
+    base = base_reference(profile, config, base_digest, base_image)
     return {
         "imagectl_version": __version__,
         "profile": {
@@ -105,6 +107,6 @@ def render_context(profile: Profile, config: Config, base_digest: str | None = N
         },
         "packages": [f"{name}=={version}" for name, version in profile.packages],
         "extras": sorted(check_requirement(e, "extra requirement") for e in extras),
-        "labels": image_labels(profile, base),
+        "labels": image_labels(profile, base, base_image),
         "env": image_env(profile),
     }

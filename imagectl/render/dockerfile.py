@@ -14,14 +14,16 @@ from typing import Any, Mapping, Sequence
 import jinja2
 
 from ..config import Config
-from ..errors import TemplateError
+from ..errors import TemplateError, ValidationError
 from ..matrix.model import Profile
+from ..reference import Reference
 from ..resources import shipped_dir
 from .context import render_context
 
 DOCKERFILE_TEMPLATE = "Dockerfile.j2"
 CHECK_TEMPLATE = "check/main.py.j2"
 REQUIREMENTS_TEMPLATE = "requirements.txt.j2"
+EXTRAS_TEMPLATE = "Dockerfile.extras.j2"
 
 
 def template_dirs(config: Config) -> list[Path]:
@@ -67,12 +69,19 @@ def render_template(env: jinja2.Environment, name: str, context: Mapping[str, An
 
 
 def context_files(profile: Profile, config: Config, env: jinja2.Environment | None = None,
-                  base_digest: str | None = None, extras: Sequence[str] = ()) -> dict[str, bytes]:
-    """Every file of the build context for ``profile`` (name -> content), deterministic."""
+                  base_digest: str | None = None, extras: Sequence[str] = (),
+                  base_image: Reference | None = None) -> dict[str, bytes]:
+    """Every file of the build context for ``profile`` (name -> content), deterministic.
+
+    With ``base_image`` (``build --base``) the Dockerfile only layers ``extras`` on that image.
+    Raises ValidationError for bad extras (or none with a base image), TemplateError for a broken template.
+    """
+    if base_image is not None and not extras:
+        raise ValidationError("--base needs extra packages (--extra or --requirements) to layer on the image")
     env = env or make_environment(template_dirs(config))
-    context = render_context(profile, config, base_digest, extras)
+    context = render_context(profile, config, base_digest, extras, base_image)
     files = {
-        "Dockerfile": render_template(env, DOCKERFILE_TEMPLATE, context),
+        "Dockerfile": render_template(env, EXTRAS_TEMPLATE if base_image else DOCKERFILE_TEMPLATE, context),
         "requirements.txt": render_template(env, REQUIREMENTS_TEMPLATE, context),
         "imagectl-check.py": render_template(env, CHECK_TEMPLATE, context),
     }

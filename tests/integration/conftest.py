@@ -16,7 +16,7 @@ import pytest
 
 from tests.integration.support.engine import cuda_base_env, ensure_dockerd, push_to_registry, standin_base_image
 from tests.integration.support.registry import RegistryServer, start_registry
-from tests.integration.support.wheels import make_standin_framework_wheels, serve_simple_index
+from tests.integration.support.wheels import make_standin_framework_wheels, make_wheel, serve_simple_index
 
 MIRROR_PREFIX = "hub"  # docker.io/<path> is mirrored at <registry>/hub/<path>
 
@@ -107,7 +107,16 @@ def wheel_index(tmp_path_factory) -> Iterator[str]:
     facts = {"torch_version": pins["torch"], "cuda": "12.1", "cudnn": pins["nvidia-cudnn-cu12"], "nccl": pins["nvidia-nccl-cu12"]}
     wheels = tmp_path_factory.mktemp("wheels")
     make_standin_framework_wheels(wheels, pins, facts)
+    make_wheel(wheels, "team-extra", "1.0", {"team_extra/__init__.py": "__version__ = '1.0'\n"})
     url, stop = serve_simple_index(wheels)
+    yield url
+    stop()
+
+
+@pytest.fixture(scope="session")
+def empty_index(tmp_path_factory) -> Iterator[str]:
+    """A package index with nothing in it: every pip install from it fails."""
+    url, stop = serve_simple_index(tmp_path_factory.mktemp("empty-index"))
     yield url
     stop()
 

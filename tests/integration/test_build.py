@@ -50,14 +50,18 @@ def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, regi
     assert report["ok"] and {f["what"] for f in report["findings"]} >= {"python", "torch version", "nccl loaded by torch", "pip nvidia-nccl-cu12"}
 
 
-def test_failed_build_and_failed_check_leave_the_moving_tag(run_cli, tmp_path, mirror, wheel_index, lying_wheel_index, registry, docker_config):
+def test_failed_build_and_failed_check_leave_the_moving_tag(run_cli, tmp_path, mirror, wheel_index, lying_wheel_index,
+                                                            empty_index, registry, docker_config):
     write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="fail")
     assert run_cli("build", PROFILE).code == 0
     before = registry_tags(registry, f"fail/{PROFILE}")
 
-    broken = run_cli("build", PROFILE, "--extra", "no-such-package==1.0")
+    write_config(tmp_path, mirror=mirror, index_url=empty_index, registry=registry, namespace="fail")
+    broken = run_cli("build", PROFILE)
     assert broken.code == 1
-    assert "failed" in broken.out and "build:" in broken.err and "no-such-package" in broken.err
+    assert f"{PROFILE}  failed" in broken.out
+    assert f"imagectl: {PROFILE}: build: build failed" in broken.err
+    assert "| " in broken.err and "torch" in broken.err  # the tail of the pip log
     assert registry_tags(registry, f"fail/{PROFILE}") == before
 
     write_config(tmp_path, mirror=mirror, index_url=lying_wheel_index, registry=registry, namespace="fail")
@@ -90,3 +94,20 @@ def test_local_engine_only(run_cli, tmp_path, mirror, wheel_index, docker_client
     assert any(t.startswith(f"localonly/{PROFILE}:2.3.1-cu121-py3.11-") for t in image.tags)
     again = run_cli("build", PROFILE)
     assert again.code == 0 and "reused" in again.out
+
+
+def test_extras_on_a_managed_base(run_cli, tmp_path, mirror, wheel_index, registry, docker_config):
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="team")
+    assert run_cli("build", PROFILE).code == 0
+    (tmp_path / "req.txt").write_text("# our extras\nteam-extra==1.0\n")
+    base = f"{registry.host}/team/{PROFILE}:latest"
+    r = run_cli("build", PROFILE, "--base", base, "--requirements", "req.txt", "--suffix", "nlp")
+    assert r.code == 0, r.err[-2000:]
+    tags = registry_tags(registry, f"team/{PROFILE}-nlp")
+    assert "latest" in tags
+    before = registry_tags(registry, f"team/{PROFILE}")
+    assert before["latest"] != tags["latest"]  # the profile's own moving tag did not move
+    bad = run_cli("build", PROFILE, "--requirements", "missing.txt")
+    assert bad.code == 2 and "missing.txt" in bad.err
+    (tmp_path / "evil.txt").write_text("--index-url http://evil.example.com/simple\n")
+    assert run_cli("build", PROFILE, "--requirements", "evil.txt").code == 2
