@@ -28,7 +28,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     "pip": {"index_url": "url", "extra_index_urls": "urls", "trusted_hosts": "hosts"},
     "apt": {"mirror": "url"},
     "build": {"network": "network", "ca_bundle": "file", "args": "args"},
-    "paths": {"matrices": "dirs", "templates": "dirs"},
+    "paths": {"matrices": "dirs", "templates": "dirs", "context": "dirs"},
     "tags": {"prune_min_age_days": "int"},
 }
 
@@ -50,6 +50,7 @@ class Config:
     build_args: Mapping[str, str] = field(default_factory=dict)
     matrix_dirs: tuple[Path, ...] = ()
     template_dirs: tuple[Path, ...] = ()
+    context_dirs: tuple[Path, ...] = ()
     prune_min_age_days: int = 7
     source: str = "defaults"
 
@@ -172,7 +173,7 @@ _FIELDS = {
     ("pip", "extra_index_urls"): "pip_extra_index_urls", ("pip", "trusted_hosts"): "pip_trusted_hosts",
     ("apt", "mirror"): "apt_mirror", ("build", "network"): "build_network",
     ("build", "ca_bundle"): "ca_bundle", ("build", "args"): "build_args",
-    ("paths", "matrices"): "matrix_dirs", ("paths", "templates"): "template_dirs",
+    ("paths", "matrices"): "matrix_dirs", ("paths", "templates"): "template_dirs", ("paths", "context"): "context_dirs",
     ("tags", "prune_min_age_days"): "prune_min_age_days",
 }
 

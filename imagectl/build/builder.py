@@ -30,6 +30,7 @@ from ..tags.store import EngineTagStore, RegistryTagStore, TagStore, move_tag
 from .base import resolve_base_digest
 from .check import compare, expectations, failed, format_findings, parse_report
 from .engine import Engine, LineSink
+from .files import context_files_on_disk, file_digests, place_files
 from .key import KEY_LABEL, build_key
 
 CHECK_COMMAND = ["python", "/opt/imagectl/check.py"]
@@ -81,12 +82,13 @@ def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOp
     log(f"base image {base}")
     base_digest = resolve_base_digest(base, config, engine)
     files = context_files(profile, config, base_digest=base_digest, extras=options.extras, base_image=user_base)
-    key = build_key(files, base_digest, config.build_args)
+    added = context_files_on_disk(config.context_dirs)
+    key = build_key(files, base_digest, config.build_args, file_digests(added))
     repo = repository(repository_name(profile, options), config)
     store = open_store(repo, config, engine)
     result = None if options.force else _reuse(profile, key, repo, store, engine, options, log)
     if result is None:
-        result = _build(profile, files, key, repo, store, config, engine, options, log)
+        result = _build(profile, files, added, key, repo, store, config, engine, options, log)
     result.seconds = round(time.monotonic() - started, 1)
     return result
 
@@ -121,11 +123,12 @@ def _reuse(profile: Profile, key: str, repo: Reference, store: TagStore, engine:
     return result
 
 
-def _build(profile: Profile, files: dict[str, bytes], key: str, repo: Reference, store: TagStore, config: Config,
-           engine: Engine, options: BuildOptions, log: LineSink) -> BuildResult:
+def _build(profile: Profile, files: dict[str, bytes], added: dict[str, Path], key: str, repo: Reference,
+           store: TagStore, config: Config, engine: Engine, options: BuildOptions, log: LineSink) -> BuildResult:
     labels = {KEY_LABEL: key}
     with tempfile.TemporaryDirectory(prefix="imagectl-") as tmp:
         write_context(files, Path(tmp))
+        place_files(added, Path(tmp))
         log(f"building {profile.name} (build key {key[:10]})")
         image_id = engine.build(Path(tmp), labels, config.build_network, config.build_args, options.no_cache, log)
     run_check(engine, image_id, config.build_network, options.gpu_check, log)

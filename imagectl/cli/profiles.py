@@ -134,5 +134,9 @@ def cmd_render(ctx: click.Context, name: str, output: str | None, python: str | 
     if output is None:
         click.echo(files["Dockerfile"].decode(), nl=False)
         return
-    for path in write_context(files, Path(output)):
+    from ..build.files import context_files_on_disk, place_files
+
+    added = context_files_on_disk(ws.config.context_dirs)
+    place_files(added, Path(output))
+    for path in [*write_context(files, Path(output)), *(Path(output) / name for name in added)]:
         click.echo(str(path))

@@ -1,0 +1,46 @@
+import os
+
+import pytest
+
+from imagectl.build.files import context_files_on_disk, file_digests, place_files
+from imagectl.build.key import build_key
+from imagectl.errors import InputError
+
+BASE = "sha256:" + "a" * 64
+
+
+def test_build_key_changes_with_every_input():
+    files = {"Dockerfile": b"FROM x\n", "requirements.txt": b"torch==2.3.1\n"}
+    key = build_key(files, BASE, {})
+    assert key == build_key(dict(reversed(list(files.items()))), BASE, {})  # order-independent
+    assert key != build_key({**files, "Dockerfile": b"FROM y\n"}, BASE, {})
+    assert key != build_key(files, "sha256:" + "b" * 64, {})
+    assert key != build_key(files, BASE, {"HTTP_PROXY": "http://p:3128"})
+    assert key != build_key(files, BASE, {}, {"files/w.whl": "0" * 64})
+    assert len(key) == 64 and int(key, 16) >= 0
+
+
+def test_context_files_and_cached_digests(tmp_path):
+    root = tmp_path / "ctx"
+    (root / "wheels").mkdir(parents=True)
+    big = root / "wheels" / "a.whl"
+    big.write_bytes(b"x" * 1000)
+    found = context_files_on_disk([root])
+    assert found == {"files/wheels/a.whl": big}
+    cache = tmp_path / "cache.json"
+    first = file_digests(found, cache)
+    assert first == file_digests(found, cache)
+    big.write_bytes(b"y" * 1000)
+    os.utime(big, ns=(1, 1))
+    assert file_digests(found, cache) != first  # a changed file is hashed again
+    dest = tmp_path / "build"
+    place_files(found, dest)
+    assert (dest / "files/wheels/a.whl").read_bytes() == b"y" * 1000
+
+
+def test_context_symlink_escaping_is_refused(tmp_path):
+    root = tmp_path / "ctx"
+    root.mkdir()
+    (root / "secret").symlink_to("/etc/passwd")
+    with pytest.raises(InputError, match="links outside"):
+        context_files_on_disk([root])
