@@ -22,7 +22,8 @@ class ValidateReport:
 
 def template_violations(profiles: list[Profile], config: Config) -> list[Violation]:
     """Render the build context of one profile per (framework, flavour); each failure is a violation."""
-    from .render.dockerfile import context_files, make_environment, template_dirs
+    from .render.dockerfile import context_files, make_environment
+    from .resources import template_dirs
 
     env = make_environment(template_dirs(config))
     shapes: dict[tuple[str, str], Profile] = {}

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from .errors import InputError
+
+if TYPE_CHECKING:
+    from .config import Config
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -19,3 +24,8 @@ def shipped_dir(kind: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise InputError(f"the shipped {kind} directory is missing from this installation of imagectl")
+
+
+def template_dirs(config: "Config") -> list[Path]:
+    """The configured template directories, then the shipped one (searched in that order)."""
+    return [*config.template_dirs, shipped_dir("templates")]

@@ -8,10 +8,13 @@ from typing import Any
 
 from .errors import InputError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+def _tomllib():  # type: ignore[no-untyped-def]
+    """tomllib (tomli before 3.11), imported on first use: most commands read no TOML when cached."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib
+    return tomllib
 
 
 def load_toml(path: Path, error: type[InputError] = InputError) -> dict[str, Any]:
@@ -20,11 +23,12 @@ def load_toml(path: Path, error: type[InputError] = InputError) -> dict[str, Any
         data = path.read_bytes()
     except OSError as exc:
         raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+    toml = _tomllib()
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        return toml.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise error(f"{path}: not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
+    except toml.TOMLDecodeError as exc:
         raise error(f"{path}:{_line_of(exc)}: invalid TOML: {_reason(exc)}") from None
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from .errors import ValidationError
@@ -76,6 +75,8 @@ def check_token(value: object, what: str) -> str:
 
 def check_requirement(value: object, what: str = "requirement") -> str:
     """Return a PEP 508 requirement (no direct URL); raises ValidationError otherwise."""
+    from packaging.requirements import InvalidRequirement, Requirement  # 30 ms to import: only when needed
+
     if not isinstance(value, str) or not value.strip():
         raise _fail(what, value, "a PEP 508 requirement")
     try:

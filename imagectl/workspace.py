@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 from .config import Config
-from .matrix.load import load_matrix
+from .cache import cached
 from .matrix.model import Matrix, Profile
 from .matrix.names import resolve_profile
-from .resources import shipped_dir
+from .resources import shipped_dir, template_dirs
 
 
 @dataclass
@@ -20,8 +21,20 @@ class Workspace:
 
     @cached_property
     def matrix(self) -> Matrix:
-        """The shipped matrices plus the configured ones; raises MatrixError."""
-        return load_matrix([shipped_dir("matrices"), *self.config.matrix_dirs])
+        """The shipped matrices plus the configured ones (from the cache when no file changed);
+        raises MatrixError."""
+        dirs = [shipped_dir("matrices"), *self.config.matrix_dirs]
+        files = [f for d in dirs if d.is_dir() for f in d.glob("*.toml")]
+        def load() -> Matrix:
+            from .matrix.load import load_matrix
+
+            return load_matrix(dirs)
+
+        return cached("matrix", files, load, extra="|".join(map(str, dirs)))
+
+    def template_files(self) -> list[Path]:
+        """Every file of the configured and shipped template directories."""
+        return [f for d in template_dirs(self.config) for f in d.rglob("*") if f.is_file()]
 
     def profile(self, name: str, python: str | None = None) -> Profile:
         """Resolve a profile name; raises UnknownProfileError with the closest names."""

@@ -16,6 +16,7 @@ class _Root(click.Group):
     _modules = {
         "list": "profiles", "show": "profiles", "validate": "profiles", "compat": "profiles",
         "check": "profiles", "render": "profiles", "build": "building", "test": "building",
+        "matrix": "matrix_cmd",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

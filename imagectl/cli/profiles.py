@@ -54,10 +54,17 @@ def cmd_show(ctx: click.Context, name: str, python: str | None, as_json: bool) -
 @click.pass_context
 def cmd_validate(ctx: click.Context, junit: str | None) -> int:
     """Check every rule over the whole matrix and render every template; exit 1 on violations."""
-    from ..checks import validate_matrix
+    from ..cache import cached
 
     ws = workspace(ctx)
-    report = validate_matrix(ws.matrix, ws.config)
+
+    def run():
+        from ..checks import validate_matrix
+
+        return validate_matrix(ws.matrix, ws.config)
+
+    inputs = [*ws.matrix.files, *ws.template_files()]
+    report = cached("validate", inputs, run, extra=repr(ws.config))
     for violation in report.violations:
         click.echo(str(violation))
     if junit:

@@ -17,18 +17,13 @@ from ..config import Config
 from ..errors import TemplateError, ValidationError
 from ..matrix.model import Profile
 from ..reference import Reference
-from ..resources import shipped_dir
+from ..resources import template_dirs
 from .context import render_context
 
 DOCKERFILE_TEMPLATE = "Dockerfile.j2"
 CHECK_TEMPLATE = "check/main.py.j2"
 REQUIREMENTS_TEMPLATE = "requirements.txt.j2"
 EXTRAS_TEMPLATE = "Dockerfile.extras.j2"
-
-
-def template_dirs(config: Config) -> list[Path]:
-    """User template directories, then the shipped one."""
-    return [*config.template_dirs, shipped_dir("templates")]
 
 
 def make_environment(dirs: Sequence[Path]) -> jinja2.Environment:

@@ -55,6 +55,17 @@ def tag_time(tag: str) -> datetime | None:
     return datetime.strptime(match["stamp"], "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc) if match else None
 
 
+def immutable_parts(tag: str) -> dict[str, str] | None:
+    """The parts of an immutable tag (``version``, ``cuda``, ``python``, ``stamp``, ``key``), or None."""
+    match = _IMMUTABLE_RE.match(tag)
+    return match.groupdict() if match else None
+
+
+def is_pointer(tag: str) -> bool:
+    """Whether ``tag`` is a moving tag or channel (anything not immutable): prune never deletes its image."""
+    return not is_immutable(tag)
+
+
 def check_channel(name: str) -> str:
     """A channel name (``stable``, ``canary``): lower-case, not ``latest``, not an immutable tag."""
     if not _CHANNEL_RE.match(name or "") or name == MOVING_TAG or is_immutable(name):

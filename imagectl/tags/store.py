@@ -4,6 +4,7 @@ Both stores offer the same small interface, so history, rollback, promotion and 
 
 - ``tags()``: every tag of the repository;
 - ``digest(tag)``: what a tag points to (manifest digest in a registry, image id in the engine), or None;
+- ``exists(target)``: whether the image ``target`` (a digest/id) is still there;
 - ``point(tag, target)``: move ``tag`` to the image ``target`` (a digest/id) — in a registry one manifest GET
   and one manifest PUT, no layer moves;
 - ``delete(tag)``, ``labels(target)`` and ``created(target)``;
@@ -11,16 +12,23 @@ Both stores offer the same small interface, so history, rollback, promotion and 
 
 The registry keeps the log itself, as the annotations of a small manifest tagged ``imagectl-history`` in the
 same repository, so any machine that can reach the registry sees the same history.  The local engine keeps it
-in a JSON file under ``$XDG_STATE_HOME/imagectl/history``.
+in a JSON file under ``$XDG_STATE_HOME/imagectl/history`` (appends are serialised with a lock file).
+
+Races: a registry that cannot delete a tag alone deletes the manifest, and with it every tag pointing to it.
+A :class:`RegistryTagStore` therefore keeps the bytes of every manifest it has read for ``point`` or deleted,
+so ``point`` can put such a manifest back (the layers stay in the repository until garbage collection) when
+a moving tag that moved onto it meanwhile went down with it; see :mod:`imagectl.tags.prune`.
 """
 
 from __future__ import annotations
 
+import fcntl
 import getpass
 import json
 import os
 import socket
-from dataclasses import asdict, dataclass
+import threading
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Protocol
@@ -69,6 +77,7 @@ class TagStore(Protocol):
 
     def tags(self) -> list[str]: ...
     def digest(self, tag: str) -> str | None: ...
+    def exists(self, target: str) -> bool: ...
     def point(self, tag: str, target: str) -> None: ...
     def delete(self, tag: str) -> None: ...
     def labels(self, target: str) -> Mapping[str, str]: ...
@@ -85,6 +94,7 @@ class RegistryTagStore:
         self.repository = repository
         self._path = repository.path
         self._configs: dict[str, Any] = {}
+        self._manifests: dict[str, Any] = {}  # digest -> Manifest read for point() or kept before a delete
 
     def tags(self) -> list[str]:
         """Every tag but the history tag; [] for a repository that does not exist yet."""
@@ -97,21 +107,42 @@ class RegistryTagStore:
         """The manifest digest ``tag`` points to, or None."""
         return self.client.head_manifest(self._path, tag)
 
+    def exists(self, target: str) -> bool:
+        """Whether manifest ``target`` (a digest) is in the repository: one HEAD."""
+        return self.client.head_manifest(self._path, target) is not None
+
     def point(self, tag: str, target: str) -> None:
-        """Move ``tag`` to manifest ``target``: one GET and one PUT of the manifest."""
-        manifest = self.client.get_manifest(self._path, target)
+        """Move ``tag`` to manifest ``target``: one GET and one PUT of the manifest, no blob moves.
+
+        The GET is also the last check that ``target`` still exists.  When it is gone but this store read or
+        deleted it earlier, the kept bytes are put back instead (the repair of a tag a concurrent manifest
+        delete took down).  Raises NotFoundError if ``target`` is gone and unknown, RegistryError otherwise.
+        """
+        try:
+            manifest = self.client.get_manifest(self._path, target)
+        except NotFoundError:
+            if target not in self._manifests:
+                raise
+            manifest = self._manifests[target]
+        self._manifests[target] = manifest
         self.client.put_manifest(self._path, tag, manifest)
 
     def delete(self, tag: str) -> None:
         """Delete ``tag``; where the registry cannot delete a tag alone, delete its manifest.
 
-        The caller (prune) only deletes tags whose image no other tag shares.
+        The manifest's bytes are kept first, so :meth:`point` can put it back under a moving tag that moved
+        onto it meanwhile.  The caller (prune) only deletes tags whose image no other tag shares.  Raises
+        RegistryError (AuthError when deletes are refused).
         """
         digest = self.digest(tag)
         if digest is None:
             return
         if not self.client.delete_tag(self._path, tag):
-            self.client.delete_manifest(self._path, digest)
+            try:
+                self._manifests[digest] = self.client.get_manifest(self._path, digest)
+                self.client.delete_manifest(self._path, digest)
+            except NotFoundError:
+                return  # deleted meanwhile, with the tag
 
     def _config(self, target: str) -> Any:
         if target not in self._configs:
@@ -130,20 +161,28 @@ class RegistryTagStore:
 
     def moves(self) -> list[Move]:
         """The move log, oldest first ([] when there is none yet)."""
+        return self._read_log()[0]
+
+    def _read_log(self) -> tuple[list[Move], bool]:
+        """(moves, whether the history manifest exists)."""
         try:
             manifest = self.client.get_manifest(self._path, HISTORY_TAG)
         except NotFoundError:
-            return []
+            return [], False
         text = (manifest.json().get("annotations") or {}).get(HISTORY_ANNOTATION, "[]")
-        return _parse_moves(text, f"{self.repository}:{HISTORY_TAG}")
+        return _parse_moves(text, f"{self.repository}:{HISTORY_TAG}"), True
 
     def record(self, move: Move) -> None:
-        """Append ``move`` to the log: read, append, write; checked once and retried on a lost race."""
+        """Append ``move`` to the log: read, append, write; checked once and retried on a lost race.
+
+        Raises RegistryError when the move cannot be recorded after three tries.
+        """
         from ..registry.manifest import OCI_MANIFEST, Manifest
 
         for _ in range(3):
-            moves = (self.moves() + [move])[-HISTORY_KEEP:]
-            if not self.client.blob_exists(self._path, _EMPTY_CONFIG_DIGEST):
+            logged, exists = self._read_log()
+            moves = (logged + [move])[-HISTORY_KEEP:]
+            if not exists and not self.client.blob_exists(self._path, _EMPTY_CONFIG_DIGEST):
                 self.client.upload_blob(self._path, _EMPTY_CONFIG, _EMPTY_CONFIG_DIGEST)
             body = {
                 "schemaVersion": 2,
@@ -180,6 +219,10 @@ class EngineTagStore:
         info = self.engine.inspect(f"{self._name}:{tag}")
         return info.id if info else None
 
+    def exists(self, target: str) -> bool:
+        """Whether the local image ``target`` (an id) is still there."""
+        return self.engine.inspect(target) is not None
+
     def point(self, tag: str, target: str) -> None:
         """Tag image ``target`` as ``tag``."""
         self.engine.tag(target, self._name, tag)
@@ -207,19 +250,29 @@ class EngineTagStore:
         return _parse_moves(self._log.read_text(encoding="utf-8"), str(self._log))
 
     def record(self, move: Move) -> None:
-        """Append ``move`` to the local log (written to a temporary file, then renamed)."""
-        moves = (self.moves() + [move])[-HISTORY_KEEP:]
+        """Append ``move`` to the local log (written to a temporary file, then renamed).
+
+        Concurrent appends (other processes or threads) are serialised by an exclusive lock on a file beside
+        the log, so none is lost.  Raises OSError if the state directory cannot be written.
+        """
         self._log.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._log.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps([asdict(m) for m in moves], indent=1, sort_keys=True), encoding="utf-8")
-        tmp.replace(self._log)
+        with open(self._log.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            moves = (self.moves() + [move])[-HISTORY_KEEP:]
+            tmp = self._log.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(json.dumps([asdict(m) for m in moves], indent=1, sort_keys=True), encoding="utf-8")
+            tmp.replace(self._log)
+
+
+_MOVE_FIELDS = frozenset(f.name for f in fields(Move))
 
 
 def _parse_moves(text: str, where: str) -> list[Move]:
+    """The moves of a log; keys a newer imagectl may add are ignored, so older clients can still read it."""
     try:
         items = json.loads(text)
-        return [Move(**item) for item in items]
-    except (ValueError, TypeError) as exc:
+        return [Move(**{k: v for k, v in item.items() if k in _MOVE_FIELDS}) for item in items]
+    except (ValueError, TypeError, AttributeError) as exc:
         raise OperationError(f"{where}: unreadable move log ({exc})") from None
 
 

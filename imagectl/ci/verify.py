@@ -1,0 +1,382 @@
+"""``imagectl matrix verify``: the pins the matrix states, compared with what a package index publishes.
+
+For each release and CUDA variant of a framework, the build the index publishes for it is found (see
+:func:`locate_build`), the core metadata of one of its wheels is read (PEP 658; never the wheel) and
+:func:`compare_build` compares, as pure data:
+
+- ``cuda`` / ``cudnn`` / ``nccl`` with the versions the wheel requires of the CUDA runtime
+  (``nvidia-cuda-runtime-cuNN`` or ``cuda-toolkit``, compared as MAJOR.MINOR), ``nvidia-cudnn-cuNN`` and
+  ``nvidia-nccl-cuNN``;
+- every entry of ``pins`` with the wheel's requirement on that package (``==``: equal; a range: contains);
+- the release's ``python`` list with the CPython ABIs of the build's Linux x86_64 wheels (free-threaded
+  ``cp3XXt`` ABIs are left out: the matrix lists standard CPython builds, the ones imagectl installs);
+- each companion: a requirement of the framework on it, else the companion's own requirement on the
+  framework (``==`` the release, or a range that admits it: a range is reported as *unverifiable*).
+
+Requirements are evaluated for the wheel's CPython on Linux x86_64 with no extra or with the extra named
+like the variant's CUDA tag (JAX's ``jax[cuda12]``).  Each finding has a kind: ``differs`` and ``missing``
+fail the check; ``unstated`` (the index pins a package the matrix does not list) and ``unverifiable``
+(the index does not say) are notes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+import requests
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..errors import InputError, PackageIndexError
+from ..matrix.model import Framework, Matrix, Release, Variant
+from ..pypi import DEFAULT_SETTINGS, DistFile, IndexSettings, new_session
+from .builds import (
+    BuildKey,
+    IndexBuild,
+    IndexReader,
+    applicable,
+    build_key,
+    exact_version,
+    find_build,
+    requirements_on,
+    satisfies,
+)
+
+DIFFERS, MISSING, UNSTATED, UNVERIFIABLE = "differs", "missing", "unstated", "unverifiable"
+FAILING = frozenset({DIFFERS, MISSING})
+
+# variant field -> the packages whose requirement states it, most specific first
+FIELD_PACKAGES: dict[str, tuple[re.Pattern[str], ...]] = {
+    "cuda": (re.compile(r"^nvidia-cuda-runtime(-cu\d+)?$"), re.compile(r"^cuda-toolkit$")),
+    "cudnn": (re.compile(r"^nvidia-cudnn-cu\d+$"),),
+    "nccl": (re.compile(r"^nvidia-nccl-cu\d+$"),),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the matrix and the index disagree on (or that the index cannot confirm)."""
+
+    framework: str
+    release: str
+    variant: str  # the build's CUDA tag (cu121)
+    what: str
+    matrix: str
+    index: str
+    kind: str = DIFFERS
+
+    @property
+    def failing(self) -> bool:
+        """Whether this finding fails ``verify`` (``differs`` or ``missing``)."""
+        return self.kind in FAILING
+
+    def __str__(self) -> str:
+        return f"{self.framework} {self.release} {self.variant}: {self.what}: matrix says {self.matrix}, index says {self.index} ({self.kind})"
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """Every build checked (framework, release, CUDA tag), every finding, and the index of each framework."""
+
+    checked: tuple[tuple[str, str, str], ...]
+    findings: tuple[Finding, ...]
+    indexes: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def failures(self) -> tuple[Finding, ...]:
+        """The findings that fail the check."""
+        return tuple(f for f in self.findings if f.failing)
+
+
+# --- pure comparisons ---------------------------------------------------------------------------
+
+Row = tuple[str, str, str, str]  # what, matrix, index, kind
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def _major_minor(version: str) -> str:
+    release = Version(version).release
+    return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
+
+
+def _spec_text(requirements: Sequence[Requirement]) -> str:
+    return ", ".join(f"{r.name}{r.specifier}" if str(r.specifier) else f"{r.name} (any version)" for r in requirements)
+
+
+def field_requirement(requirements: Sequence[Requirement], name: str) -> Requirement | None:
+    """The requirement that states variant field ``name`` (cuda, cudnn, nccl), or ``None``."""
+    for pattern in FIELD_PACKAGES[name]:
+        for requirement in requirements:
+            if pattern.match(canonicalize_name(requirement.name)):
+                return requirement
+    return None
+
+
+def compare_field(name: str, stated: str | None, requirement: Requirement | None) -> list[Row]:
+    """Compare a variant's cuda/cudnn/nccl with the requirement that states it (pure)."""
+    if requirement is None:
+        return [(name, stated, "no requirement states it", UNVERIFIABLE)] if stated else []
+    pinned = exact_version(requirement)
+    if name == "cuda":
+        if pinned is None:
+            return [(name, stated or "-", f"{requirement.name}{requirement.specifier}", UNVERIFIABLE)]
+        found = _major_minor(pinned)
+        ok = stated is not None and _same(_major_minor(stated), found)
+        return [] if ok else [(name, stated or "-", f"{found} ({requirement.name}=={pinned})", DIFFERS)]
+    if stated is None:
+        return [(name, "-", f"{requirement.name}{requirement.specifier}", DIFFERS)]
+    ok = _same(stated, pinned) if pinned is not None else satisfies(requirement, stated)
+    return [] if ok else [(name, stated, f"{requirement.name}{requirement.specifier}", DIFFERS)]
+
+
+def compare_pins(pins: Iterable[tuple[str, str]], requirements: Sequence[Requirement], unlisted: Iterable[str] = ()) -> list[Row]:
+    """Compare each stated pin with the requirements; then note exact pins the matrix does not state.
+
+    ``unlisted`` names packages not expected among the pins (the framework itself, its companions).
+    """
+    rows: list[Row] = []
+    stated = {canonicalize_name(name) for name, _ in pins}
+    for name, version in pins:
+        found = requirements_on(requirements, name)
+        if not found:
+            rows.append((f"pin {name}", version, "not a direct requirement", UNVERIFIABLE))
+            continue
+        exact = [exact_version(r) for r in found if exact_version(r) is not None]
+        ok = _same(version, exact[0]) if exact else all(satisfies(r, version) for r in found)
+        if not ok:
+            rows.append((f"pin {name}", version, _spec_text(found), DIFFERS))
+    skip = stated | {canonicalize_name(n) for n in unlisted}
+    for requirement in requirements:
+        pinned = exact_version(requirement)
+        if pinned is not None and canonicalize_name(requirement.name) not in skip:
+            rows.append((f"pin {canonicalize_name(requirement.name)}", "-", f"=={pinned}", UNSTATED))
+    return rows
+
+
+def compare_python(listed: Sequence[str], build: IndexBuild) -> list[Row]:
+    """Compare a release's Python list with the standard CPython ABIs the build publishes (pure)."""
+    if not build.abis:
+        return [("python", " ".join(listed), "no CPython-specific Linux x86_64 wheels", UNVERIFIABLE)]
+    published = sorted(set(build.pythons), key=Version)
+    if set(listed) == set(published):
+        return []
+    return [("python", " ".join(sorted(listed, key=Version)), " ".join(published) or "-", DIFFERS)]
+
+
+def compare_build(fw: Framework, release: Release, variant: Variant, build: IndexBuild) -> list[Finding]:
+    """Every finding for one variant of a release against the build the index publishes for it (pure)."""
+    tag = fw.tag_of(variant.cuda)
+    requirements = applicable(build.requirements, build.python, (tag,))
+    rows: list[Row] = []
+    if build.yanked is not None:
+        rows.append(("yanked", "listed", f"every file yanked{': ' + build.yanked if build.yanked else ''}", DIFFERS))
+    for name in FIELD_PACKAGES:
+        rows += compare_field(name, getattr(variant, name), field_requirement(requirements, name))
+    rows += compare_pins(variant.pins, requirements, (fw.package, *fw.companions))
+    rows += compare_python(release.python, build)
+    return [Finding(fw.name, release.version, tag, *row) for row in rows]
+
+
+def compare_companion(fw: Framework, release: Release, tag: str, name: str, version: str,
+                      framework_requirements: Sequence[Requirement], companion: IndexBuild | None,
+                      why_missing: str = "not on the index") -> list[Finding]:
+    """Whether companion ``name`` ``version`` goes with the release (pure).
+
+    The framework's own requirement on the companion decides when there is one; else the companion's
+    requirement on the framework: ``==`` the release is right, a range that admits it is *unverifiable*,
+    anything else *differs*.
+    """
+    what = f"companion {name}"
+    row = _companion_row(fw, release, name, version, framework_requirements, companion)
+    if companion is None and row is None:
+        row = (version, why_missing, MISSING)
+    return [] if row is None else [Finding(fw.name, release.version, tag, what, *row)]
+
+
+def _companion_row(fw: Framework, release: Release, name: str, version: str,
+                   framework_requirements: Sequence[Requirement], companion: IndexBuild | None) -> tuple[str, str, str] | None:
+    own = requirements_on(framework_requirements, name)
+    if own:
+        return None if all(satisfies(r, version) for r in own) else (version, f"{fw.package} requires {_spec_text(own)}", DIFFERS)
+    if companion is None:
+        return None
+    back = requirements_on(applicable(companion.requirements, companion.python), fw.package)
+    if not back:
+        return (version, f"{name} {version} does not require {fw.package}", UNVERIFIABLE)
+    exact = [exact_version(r) for r in back if exact_version(r) is not None]
+    if exact:
+        ok = Version(exact[0]).public == Version(release.version).public
+        return None if ok else (version, f"{name} {version} requires {fw.package}=={exact[0]}", DIFFERS)
+    local = f"{release.version}+{companion.local}" if companion.local else release.version
+    admits = all(satisfies(r, release.version) or satisfies(r, local) for r in back)
+    return (version, f"{name} {version} requires {_spec_text(back)}", UNVERIFIABLE if admits else DIFFERS)
+
+
+# --- reading the index --------------------------------------------------------------------------
+
+
+def same_index(a: str, b: str) -> bool:
+    """Whether two index URLs name the same index (a trailing slash and the host's case do not count)."""
+    return a.rstrip("/").lower() == b.rstrip("/").lower()
+
+
+def variant_index(fw: Framework, variant: Variant) -> str:
+    """The index a non-PyPI variant installs from by default (the framework's index_url for its tag)."""
+    return fw.index_url.replace("{cuda_tag}", fw.tag_of(variant.cuda))
+
+
+def locate_build(fw: Framework, release: Release, variant: Variant, builds: Mapping[BuildKey, list[DistFile]],
+                 index: str) -> list[DistFile] | None:
+    """The files of the build ``index`` publishes for a variant: [] when it should be there and is not,
+    ``None`` when this index is not expected to carry it (a cu118 build on PyPI).
+
+    The build labelled with the variant's CUDA tag (``2.3.1+cu118``) is taken first; the unlabelled one
+    stands for the PyPI variant, and for any variant whose own index is this one.  A variant is expected
+    when this is its index, or when the index carries other builds with its label (or, for the PyPI
+    variant, unlabelled builds): so a mirror of PyPI or of a PyTorch index is checked like the original.
+    """
+    tag = fw.tag_of(variant.cuda)
+    own = same_index(index, variant_index(fw, variant))
+    files = find_build(builds, release.version, tag, plain_ok=variant.pypi or own)
+    if files:
+        return files
+    labels = {label for _, label in builds}
+    expected = own or tag in labels or (variant.pypi and (same_index(index, fw.pypi_index_url) or "" in labels))
+    return [] if expected else None
+
+
+def verify_framework(fw: Framework, reader: IndexReader) -> tuple[list[tuple[str, str, str]], list[Finding]]:
+    """Check every release and variant of ``fw`` against the reader's index.
+
+    Raises:
+        PackageIndexError: the framework's own project page cannot be read.
+    """
+    builds = reader.project(fw.package)
+    checked: list[tuple[str, str, str]] = []
+    findings: list[Finding] = []
+    for release in fw.releases:
+        for variant in release.variants:
+            files = locate_build(fw, release, variant, builds, reader.index)
+            if files is None:
+                continue
+            tag = fw.tag_of(variant.cuda)
+            checked.append((fw.name, release.version, tag))
+            findings += _verify_variant(fw, release, variant, files, reader)
+    return checked, findings
+
+
+def _verify_variant(fw: Framework, release: Release, variant: Variant, files: list[DistFile], reader: IndexReader) -> list[Finding]:
+    tag = fw.tag_of(variant.cuda)
+    if not files:
+        return [Finding(fw.name, release.version, tag, "build", f"{fw.package} {release.version} ({tag})", "not on the index", MISSING)]
+    key = (Version(Version(release.version).public), _label_of(files[0]))
+    try:
+        build = reader.read(fw.package, key, files, release.python)
+    except PackageIndexError as exc:
+        return [Finding(fw.name, release.version, tag, "metadata", "-", f"unreadable: {exc}", DIFFERS)]
+    findings = compare_build(fw, release, variant, build)
+    requirements = applicable(build.requirements, build.python, (tag,))
+    for name, version in release.companions:
+        companion, why = _companion_build(reader, name, version, build.local, release.python)
+        findings += compare_companion(fw, release, tag, name, version, requirements, companion, why)
+    return findings
+
+
+def _label_of(file: DistFile) -> str:
+    key = build_key(file)
+    return key[1] if key else ""
+
+
+def _companion_build(reader: IndexReader, name: str, version: str, label: str, hint: Sequence[str]) -> tuple[IndexBuild | None, str]:
+    """The companion's build with the same label (else unlabelled), or None and why it is missing."""
+    try:
+        builds = reader.project(name)
+    except PackageIndexError as exc:
+        return None, str(exc)
+    files = find_build(builds, version, label, plain_ok=True)
+    if not files:
+        return None, "not on the index"
+    try:
+        return reader.read(name, (Version(Version(version).public), _label_of(files[0])), files, hint), ""
+    except PackageIndexError as exc:
+        return None, f"unreadable: {exc}"
+
+
+def verify_matrix(matrix: Matrix, framework: str | None = None, index: str | None = None,
+                  session: requests.Session | None = None, settings: IndexSettings = DEFAULT_SETTINGS) -> VerifyReport:
+    """Verify every framework (or only ``framework``) against ``index`` (default: each framework's
+    ``pypi_index_url``).
+
+    Raises:
+        InputError: ``framework`` is not in the matrix, or ``index`` is not an http(s) URL.
+        PackageIndexError: a framework's project page cannot be read (unreachable, 404, malformed).
+    """
+    names = _framework_names(matrix, framework)
+    checked: list[tuple[str, str, str]] = []
+    findings: list[Finding] = []
+    indexes: dict[str, str] = {}
+    live = session or new_session(settings)
+    try:
+        for name in names:
+            fw = matrix.frameworks[name]
+            indexes[name] = index or fw.pypi_index_url
+            found = verify_framework(fw, IndexReader(indexes[name], live, settings))
+            checked += found[0]
+            findings += found[1]
+    finally:
+        if session is None:
+            live.close()
+    return VerifyReport(tuple(checked), tuple(findings), indexes)
+
+
+def _framework_names(matrix: Matrix, framework: str | None) -> list[str]:
+    if framework is None:
+        return sorted(matrix.frameworks)
+    if framework not in matrix.frameworks:
+        raise InputError(f"--framework {framework!r}: not in the matrix ({', '.join(sorted(matrix.frameworks))})")
+    return [framework]
+
+
+# --- presenting ---------------------------------------------------------------------------------
+
+COLUMNS = ("framework", "release", "variant", "what", "matrix", "index")
+
+
+def finding_rows(report: VerifyReport, notes: bool = False) -> list[dict[str, str]]:
+    """The table rows of the failing findings (and of the notes when ``notes``)."""
+    return [asdict(f) for f in report.findings if notes or f.failing]
+
+
+def report_json(report: VerifyReport) -> dict[str, object]:
+    """Everything ``verify --json`` prints."""
+    return {
+        "indexes": dict(report.indexes),
+        "checked": [{"framework": f, "release": r, "variant": v} for f, r, v in report.checked],
+        "findings": [asdict(f) for f in report.findings],
+        "differences": len(report.failures),
+    }
+
+
+def junit_cases(report: VerifyReport) -> list[tuple[str, str, str | None]]:
+    """One JUnit case per build checked, failing with its differences (notes do not fail)."""
+    by_build: dict[tuple[str, str, str], list[str]] = {key: [] for key in report.checked}
+    for finding in report.failures:
+        by_build.setdefault((finding.framework, finding.release, finding.variant), []).append(str(finding))
+    return [(f"imagectl.matrix.verify.{fw}", f"{fw} {release} {tag}", "\n".join(lines) or None)
+            for (fw, release, tag), lines in by_build.items()]
+
+
+def summary(report: VerifyReport) -> str:
+    """``N builds checked against INDEX: D differences, M notes``."""
+    notes = len(report.findings) - len(report.failures)
+    where = ", ".join(sorted(set(report.indexes.values()))) or "no index"
+    return f"{len(report.checked)} builds checked against {where}: {len(report.failures)} differences, {notes} notes"

@@ -1,0 +1,117 @@
+"""``imagectl matrix``: the profile list for CI systems, and the matrix checked against package indexes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import InputError
+from .app import echo_json, framework_option, json_option, workspace
+
+_FORMATS = ("json", "github", "gitlab", "markdown")  # imagectl.ci.outputs.FORMATS, kept here so --help imports nothing
+
+
+def _check_framework(ws: object, framework: str | None) -> None:
+    frameworks = ws.matrix.frameworks  # type: ignore[attr-defined]
+    if framework and framework not in frameworks:
+        raise InputError(f"--framework {framework!r}: not in the matrix ({', '.join(sorted(frameworks))})")
+
+
+def _check_index(index: str | None) -> str | None:
+    from ..validate import check_url
+
+    return check_url(index, "--index") if index is not None else None
+
+
+@click.group("matrix", invoke_without_command=True)
+@click.option("--format", "fmt", type=click.Choice(_FORMATS), default="json", show_default=True,
+              help="json: list rows; github: a strategy.matrix include list (one line); gitlab: a child pipeline "
+                   "with parallel:matrix jobs; markdown: a compatibility table.")
+@click.option("--changed-since", "changed_since", metavar="GIT_REF",
+              help="Only profiles whose matrix data (or any template) changed since this git ref.")
+@framework_option
+@click.option("--gitlab-include", metavar="FILE", default=".gitlab-ci.yml", show_default=True,
+              help="gitlab: the repository file that defines the .imagectl-build and .imagectl-promote jobs.")
+@click.pass_context
+def cmd_matrix(ctx: click.Context, fmt: str, changed_since: str | None, framework: str | None, gitlab_include: str) -> None:
+    """Print the profiles in the shape a CI system consumes (see also: matrix verify, matrix sync)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from ..ci.outputs import render
+    from ..matrix.names import list_profiles
+
+    ws = workspace(ctx)
+    _check_framework(ws, framework)
+    if changed_since is None:
+        profiles = list_profiles(ws.matrix, framework)
+    else:
+        from ..ci.changes import profiles_changed_since
+        from ..render.dockerfile import template_dirs
+        from ..resources import shipped_dir
+
+        dirs = [shipped_dir("matrices"), *ws.config.matrix_dirs]
+        profiles = profiles_changed_since(changed_since, Path.cwd(), ws.matrix, dirs, template_dirs(ws.config), ws.config, framework)
+        click.echo(f"{len(profiles)} profiles changed since {changed_since}", err=True)
+    click.echo(render(profiles, fmt, gitlab_include or None), nl=False)
+
+
+@cmd_matrix.command("verify")
+@click.option("--index", metavar="URL", help="Simple index to read (default: each framework's pypi_index_url).")
+@framework_option
+@json_option
+@click.option("--junit", metavar="FILE", type=click.Path(dir_okay=False), help="Also write JUnit XML.")
+@click.option("--notes", "show_notes", is_flag=True, help="Also list notes: pins the matrix leaves unstated, facts the index cannot confirm.")
+@click.pass_context
+def cmd_verify(ctx: click.Context, index: str | None, framework: str | None, as_json: bool, junit: str | None, show_notes: bool) -> int:
+    """Compare every pin of the matrix with the PEP 658 metadata an index publishes; exit 1 on differences."""
+    from ..ci.verify import COLUMNS, finding_rows, junit_cases, report_json, summary, verify_matrix
+    from ..describe import format_table
+
+    ws = workspace(ctx)
+    report = verify_matrix(ws.matrix, framework, _check_index(index))
+    if junit:
+        from ..junit import write_junit
+
+        write_junit(Path(junit), "imagectl.matrix.verify", junit_cases(report))
+    rows = finding_rows(report, show_notes)
+    if as_json:
+        echo_json(report_json(report))
+    elif rows:
+        click.echo(format_table(rows, COLUMNS + (("kind",) if show_notes else ())))
+    click.echo(summary(report), err=True)
+    return 1 if report.failures else 0
+
+
+@cmd_matrix.command("sync")
+@click.option("--index", metavar="URL", help="Simple index to read (default: each framework's pypi_index_url).")
+@framework_option
+@click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False), help="Write the proposals here instead of stdout.")
+@click.option("--check", is_flag=True, help="Exit 1 when there is something to propose (for a scheduled CI job).")
+@click.pass_context
+def cmd_sync(ctx: click.Context, index: str | None, framework: str | None, output: str | None, check: bool) -> int:
+    """Propose [[release]] entries for upstream releases the matrix lacks (for review; edits nothing)."""
+    from ..ci.sync import render_proposals, sync_matrix
+
+    ws = workspace(ctx)
+    target = _output_path(output, ws) if output else None
+    proposals, indexes = sync_matrix(ws.matrix, framework, _check_index(index))
+    text = render_proposals(proposals, indexes)
+    if target is not None:
+        target.write_text(text, encoding="utf-8")
+    elif text:
+        click.echo(text, nl=False)
+    names = ", ".join(f"{p.framework} {p.version}" for p in proposals)
+    click.echo(f"{len(proposals)} releases proposed" + (f": {names}" if names else f"; the matrix is current with {', '.join(sorted(set(indexes.values())))}"), err=True)
+    return 1 if check and proposals else 0
+
+
+def _output_path(output: str, ws: object) -> Path:
+    """``--output`` as a path; raises InputError for a file in a matrix directory (never edited in place)."""
+    from ..resources import shipped_dir
+
+    path = Path(output).resolve()
+    dirs = {d.resolve() for d in (shipped_dir("matrices"), *ws.config.matrix_dirs)}  # type: ignore[attr-defined]
+    if path.parent in dirs or path in {f.resolve() for f in ws.matrix.files}:  # type: ignore[attr-defined]
+        raise InputError(f"--output {output}: is in a matrix directory; write proposals elsewhere and review them")
+    return path

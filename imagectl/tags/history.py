@@ -1,0 +1,238 @@
+"""What a repository holds: its immutable tags, where its moving tag and channels point, and past moves.
+
+Everything is read from the tag store, so with a registry the registry is the source of truth: any machine
+that can reach it reads the same history (the move log lives in the registry too, see :mod:`.store`).
+
+Reading costs one tag listing and one digest read per tag (:func:`read_listing`); :func:`read_history` adds
+one config read per distinct image and one read of the move log.  The formatting functions are pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping, Sequence
+
+from ..errors import OperationError
+from .naming import MOVING_TAG, immutable_parts, is_immutable, tag_time
+from .store import Move, TagStore
+
+VERSION_LABELS = {
+    "framework": "imagectl.framework",
+    "version": "imagectl.framework.version",
+    "cuda": "imagectl.cuda",
+    "cudnn": "imagectl.cudnn",
+    "nccl": "imagectl.nccl",
+    "python": "imagectl.python",
+}
+
+
+@dataclass(frozen=True)
+class TagInfo:
+    """One immutable tag: the image it points to and the time written into its name."""
+
+    tag: str
+    digest: str
+    time: datetime
+
+
+@dataclass(frozen=True)
+class TagListing:
+    """The tags of a repository: immutable ones (newest first) and pointers (moving tag, channels -> digest)."""
+
+    immutable: tuple[TagInfo, ...]
+    pointers: Mapping[str, str]
+
+    def tags_of(self, digest: str) -> list[TagInfo]:
+        """The immutable tags pointing to ``digest``, newest first."""
+        return [t for t in self.immutable if t.digest == digest]
+
+
+def read_listing(store: TagStore) -> TagListing:
+    """Every tag of the store with its digest; tags deleted between listing and reading are left out.
+
+    Raises RegistryError/EngineError when the store cannot be read.
+    """
+    immutable, pointers = [], {}
+    for tag in store.tags():
+        digest = store.digest(tag)
+        if digest is None:
+            continue
+        if is_immutable(tag):
+            immutable.append(TagInfo(tag, digest, tag_time(tag)))  # type: ignore[arg-type]
+        else:
+            pointers[tag] = digest
+    return TagListing(tuple(sorted_newest_first(immutable)), pointers)
+
+
+def read_pointers(store: TagStore) -> dict[str, str]:
+    """Where every moving tag and channel points now (one listing, one digest read per pointer)."""
+    found = {}
+    for tag in store.tags():
+        if not is_immutable(tag):
+            digest = store.digest(tag)
+            if digest is not None:
+                found[tag] = digest
+    return found
+
+
+def sorted_newest_first(tags: Sequence[TagInfo]) -> list[TagInfo]:
+    """``tags`` by the time in their names, newest first (ties: by tag, descending)."""
+    return sorted(tags, key=lambda t: (t.time, t.tag), reverse=True)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One row of ``history``: an image, how it is tagged and what it contains."""
+
+    tag: str
+    digest: str
+    created: str  # the image's creation time (its config), ISO 8601, or ""
+    tagged: str  # the time in the immutable tag's name, ISO 8601 ("" for a pointer-only image)
+    versions: Mapping[str, str]
+    pointed_by: tuple[str, ...]
+    current: bool  # the moving tag points to it
+    immutable: bool = True
+
+
+@dataclass(frozen=True)
+class History:
+    """A repository's history: entries newest first, pointers, and the move log (oldest first)."""
+
+    repository: str
+    entries: tuple[HistoryEntry, ...]
+    pointers: Mapping[str, str]
+    moves: tuple[Move, ...] = field(default=())
+
+
+def read_history(store: TagStore) -> History:
+    """The history of the store's repository.
+
+    Images whose config cannot be read show no creation time and the versions their tag names carry.
+    Raises RegistryError/EngineError when the tags or the move log cannot be read.
+    """
+    listing = read_listing(store)
+    facts: dict[str, tuple[str, Mapping[str, str]]] = {}
+    wanted = {t.digest for t in listing.immutable} | set(listing.pointers.values())
+    for digest in sorted(wanted):
+        facts[digest] = _image_facts(store, digest)
+    return History(str(store.repository), tuple(history_entries(listing, facts)), dict(listing.pointers), tuple(store.moves()))
+
+
+def _image_facts(store: TagStore, digest: str) -> tuple[str, Mapping[str, str]]:
+    try:
+        return store.created(digest), store.labels(digest)
+    except OperationError:
+        return "", {}
+
+
+def history_entries(listing: TagListing, facts: Mapping[str, tuple[str, Mapping[str, str]]]) -> list[HistoryEntry]:
+    """The rows of a history (pure): one per immutable tag, newest first, then one per pointed-to image that
+    no immutable tag names (its ``tag`` is the pointer's name)."""
+    by_digest: dict[str, list[str]] = {}
+    for pointer, digest in sorted(listing.pointers.items()):
+        by_digest.setdefault(digest, []).append(pointer)
+    current = listing.pointers.get(MOVING_TAG)
+    rows = []
+    for info in listing.immutable:
+        created, labels = facts.get(info.digest, ("", {}))
+        rows.append(HistoryEntry(info.tag, info.digest, created, info.time.isoformat(), image_versions(labels, info.tag),
+                                 tuple(by_digest.get(info.digest, ())), info.digest == current))
+    named = {t.digest for t in listing.immutable}
+    for digest, pointers in sorted(by_digest.items(), key=lambda item: item[1]):
+        if digest not in named:
+            created, labels = facts.get(digest, ("", {}))
+            rows.append(HistoryEntry(pointers[0], digest, created, "", image_versions(labels, pointers[0]),
+                                     tuple(pointers), digest == current, immutable=False))
+    return rows
+
+
+def image_versions(labels: Mapping[str, str], tag: str) -> dict[str, str]:
+    """The versions an image carries: from its imagectl labels, else what its immutable tag name says."""
+    found = {key: labels[label] for key, label in VERSION_LABELS.items() if labels.get(label)}
+    if found:
+        return found
+    parts = immutable_parts(tag)
+    return {"version": parts["version"], "cuda": parts["cuda"], "python": parts["python"]} if parts else {}
+
+
+def history_json(history: History) -> list[dict[str, Any]]:
+    """``history --json``: one object per entry; ``moves`` lists the logged moves onto that image."""
+    names = _names(history)
+    out = []
+    for e in history.entries:
+        arrived = [_move_json(m, names) for m in history.moves if m.to == e.digest and m.previous != m.to]
+        out.append({"tag": e.tag, "digest": e.digest, "created": e.created or None, "tagged": e.tagged or None,
+                    "current": e.current, "immutable": e.immutable, "pointed_by": list(e.pointed_by),
+                    "versions": dict(e.versions), "moves": arrived})
+    return out
+
+
+def moves_json(history: History) -> list[dict[str, Any]]:
+    """``history --moves --json``: every logged move, newest first."""
+    names = _names(history)
+    return [_move_json(m, names) for m in reversed(history.moves)]
+
+
+def _names(history: History) -> dict[str, str]:
+    """digest -> the newest immutable tag naming it (entries are newest first)."""
+    names: dict[str, str] = {}
+    for e in history.entries:
+        if e.immutable:
+            names.setdefault(e.digest, e.tag)
+    return names
+
+
+def _move_json(move: Move, names: Mapping[str, str]) -> dict[str, Any]:
+    return {"when": move.when, "tag": move.tag, "action": move.action, "by": move.by,
+            "from": move.previous, "from_tag": names.get(move.previous or ""),
+            "to": move.to, "to_tag": move.to_tag or names.get(move.to)}
+
+
+def format_history(history: History) -> str:
+    """``history`` as text: the images table, then the moves table (newest first)."""
+    from ..describe import format_table
+
+    rows = [{"": "*" if e.current else "", "tag": e.tag, "digest": short(e.digest), "created": _short_time(e.created or e.tagged),
+             "versions": format_versions(e.versions), "pointed by": ", ".join(e.pointed_by)} for e in history.entries]
+    text = f"{history.repository}\n"
+    text += format_table(rows, ("", "tag", "digest", "created", "versions", "pointed by")) if rows else "(no images)"
+    return text + "\n\n" + format_moves(history)
+
+
+def format_moves(history: History) -> str:
+    """The move log as a table, newest first."""
+    from ..describe import format_table
+
+    if not history.moves:
+        return "no moves logged"
+    names = _names(history)
+    rows = [{"when": m.when, "tag": m.tag, "action": m.action, "from": _name(m.previous, names),
+             "to": m.to_tag or _name(m.to, names), "by": m.by} for m in reversed(history.moves)]
+    return format_table(rows, ("when", "tag", "action", "from", "to", "by"))
+
+
+def format_versions(versions: Mapping[str, str]) -> str:
+    """``torch 2.3.1 cuda 12.1 cudnn 8.9.2.26 nccl 2.20.5 py3.11`` (what is known)."""
+    parts = []
+    if versions.get("version"):
+        parts.append(f"{versions.get('framework', '')} {versions['version']}".strip())
+    for key in ("cuda", "cudnn", "nccl"):
+        if versions.get(key):
+            parts.append(f"{key} {versions[key]}" if versions[key][0].isdigit() else versions[key])
+    if versions.get("python"):
+        parts.append(f"py{versions['python']}")
+    return " ".join(parts)
+
+
+def short(digest: str | None) -> str:
+    """``sha256:`` and the first 12 hex digits ("-" for None)."""
+    return digest[:19] if digest else "-"
+
+
+def _name(digest: str | None, names: Mapping[str, str]) -> str:
+    return names.get(digest or "") or short(digest)
+
+
+def _short_time(text: str) -> str:
+    return text[:19].replace("T", " ") if text else "-"
