@@ -29,3 +29,8 @@ def shipped_dir(kind: str) -> Path:
 def template_dirs(config: "Config") -> list[Path]:
     """The configured template directories, then the shipped one (searched in that order)."""
     return [*config.template_dirs, shipped_dir("templates")]
+
+
+def template_files(config: "Config") -> list[Path]:
+    """Every file of the configured and shipped template directories."""
+    return [f for d in template_dirs(config) for f in d.rglob("*") if f.is_file()]

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 
 from .config import Config
 from .cache import cached
 from .matrix.model import Matrix, Profile
 from .matrix.names import resolve_profile
-from .resources import shipped_dir, template_dirs
+from .resources import shipped_dir
 
 
 @dataclass

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..cache import cached
 from ..config import Config
 from ..errors import BuildError, ImagectlError
 from ..matrix.model import Profile
 from ..reference import Reference, parse_reference
 from ..render.context import base_reference
-from ..render.dockerfile import context_files, write_context
+from ..resources import template_files
 from ..tags.naming import MOVING_TAG, immutable_tag, repository
 from ..tags.store import EngineTagStore, RegistryTagStore, TagStore, move_tag
 from .base import resolve_base_digest
@@ -74,6 +75,13 @@ class BuildResult:
     notes: list[str] = field(default_factory=list)
 
 
+def context_files(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """:func:`imagectl.render.dockerfile.context_files`, importing Jinja only when a context is rendered."""
+    from ..render.dockerfile import context_files as render
+
+    return render(*args, **kwargs)
+
+
 def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOptions, log: LineSink) -> BuildResult:
     """Build (or reuse) one profile end to end; raises BuildError naming the failing step."""
     started = time.monotonic()
@@ -81,7 +89,9 @@ def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOp
     base = base_reference(profile, config, base=user_base)
     log(f"base image {base}")
     base_digest = resolve_base_digest(base, config, engine)
-    files = context_files(profile, config, base_digest=base_digest, extras=options.extras, base_image=user_base)
+    files = cached("context", template_files(config),
+                   lambda: context_files(profile, config, base_digest=base_digest, extras=options.extras, base_image=user_base),
+                   extra=repr((profile, config, base_digest, options.extras, user_base)))
     added = context_files_on_disk(config.context_dirs)
     key = build_key(files, base_digest, config.build_args, file_digests(added))
     repo = repository(repository_name(profile, options), config)
@@ -126,6 +136,8 @@ def _reuse(profile: Profile, key: str, repo: Reference, store: TagStore, engine:
 def _build(profile: Profile, files: dict[str, bytes], added: dict[str, Path], key: str, repo: Reference,
            store: TagStore, config: Config, engine: Engine, options: BuildOptions, log: LineSink) -> BuildResult:
     labels = {KEY_LABEL: key}
+    from ..render.dockerfile import write_context
+
     with tempfile.TemporaryDirectory(prefix="imagectl-") as tmp:
         write_context(files, Path(tmp))
         place_files(added, Path(tmp))

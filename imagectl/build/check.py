@@ -8,10 +8,10 @@ loads, no GPU for ``--gpu``) is reported and does not.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import OperationError
@@ -89,6 +89,11 @@ def compare(expect: Mapping[str, Any], report: Mapping[str, Any]) -> list[Findin
     if report.get("gpu_requested"):
         out += _gpu_findings(fw.get("gpu") or {})
     return out
+
+
+def canonicalize_name(name: str) -> str:
+    """PEP 503 normalisation of a distribution name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _minor(version: Any) -> str | None:

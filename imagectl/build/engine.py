@@ -193,6 +193,23 @@ class DockerEngine:
             raise EngineError(f"engine: {_short(exc)}") from None
 
 
+class LazyEngine:
+    """An :class:`Engine` that connects on first use: a build reused from the registry never needs one."""
+
+    def __init__(self, factory: Callable[[], Any] | None = None) -> None:
+        import threading
+
+        self._factory = factory or DockerEngine
+        self._engine: Any = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        with self._lock:
+            if self._engine is None:
+                self._engine = self._factory()
+        return getattr(self._engine, name)
+
+
 def _progress(chunk: Mapping[str, Any], on_line: LineSink) -> None:
     status = chunk.get("status")
     if status and chunk.get("id") and status not in ("Pushing", "Downloading", "Extracting", "Waiting"):

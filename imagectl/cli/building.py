@@ -45,7 +45,7 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
               suffix: str | None, gpu_check: bool, quiet: bool) -> int:
     """Build the profiles NAMES (e.g. torch-2.3-cu121), check them, tag them and push them."""
     from ..build.builder import BuildOptions, build_many, summary_table
-    from ..build.engine import DockerEngine
+    from ..build.engine import LazyEngine
     from ..matrix.names import list_profiles
     from ..reference import parse_reference
     from ..requirements import read_requirements
@@ -63,7 +63,7 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
     if suffix:
         check_token(suffix, "--suffix")
     profiles = list_profiles(ws.matrix) if build_all else [ws.profile(n, python) for n in names]
-    engine = DockerEngine()
+    engine = LazyEngine()
     options = BuildOptions(push=push, force=force, no_cache=no_cache, extras=extras, gpu_check=gpu_check, base=base, suffix=suffix)
     prefix = (lambda name: f"[{name}] ") if len(profiles) > 1 else (lambda name: "")
     results = build_many(profiles, ws.config, engine, options, jobs, lambda name: _line_sink(quiet, prefix(name)))

@@ -63,7 +63,9 @@ def cmd_validate(ctx: click.Context, junit: str | None) -> int:
 
         return validate_matrix(ws.matrix, ws.config)
 
-    inputs = [*ws.matrix.files, *ws.template_files()]
+    from ..resources import template_files
+
+    inputs = [*ws.matrix.files, *template_files(ws.config)]
     report = cached("validate", inputs, run, extra=repr(ws.config))
     for violation in report.violations:
         click.echo(str(violation))
