@@ -31,10 +31,6 @@ class Workspace:
 
         return cached("matrix", files, load, extra="|".join(map(str, dirs)))
 
-    def template_files(self) -> list[Path]:
-        """Every file of the configured and shipped template directories."""
-        return [f for d in template_dirs(self.config) for f in d.rglob("*") if f.is_file()]
-
     def profile(self, name: str, python: str | None = None) -> Profile:
         """Resolve a profile name; raises UnknownProfileError with the closest names."""
         return resolve_profile(name, self.matrix, python)

@@ -23,8 +23,8 @@ from tests.integration.support.engine import (
     ensure_dockerd,
     push_to_registry,
     standin_base_image,
-    start_loopback_registry,
 )
+from tests.integration.support.registry import start_registry
 from tests.integration.support.wheels import make_standin_framework_wheels, serve_simple_index
 
 pytestmark = pytest.mark.integration
@@ -153,11 +153,12 @@ def _tiny_image(client: docker.DockerClient, ref: str) -> str:
 def test_push_to_loopback_registry_with_basic_auth(client: docker.DockerClient, tmp_path: Path) -> None:
     """An image pushes to a plain-HTTP loopback registry with basic auth; the digest is the manifest's."""
     local = _tiny_image(client, "imagectl-test/tiny:smoke")
-    hostport, stop = start_loopback_registry(tmp_path / "registry", users={"ci": "secret"})
+    server = start_registry(tmp_path / "registry", auth="htpasswd")
+    hostport, stop, user, secret = server.host, server.stop, server.username, server.password
     try:
         ref, digest = push_to_registry(client, local, hostport, "imagectl/base:smoke",
-                                       auth={"username": "ci", "password": "secret"})
-        answer = requests.head(f"http://{hostport}/v2/imagectl/base/manifests/smoke", auth=("ci", "secret"),
+                                       auth={"username": user, "password": secret})
+        answer = requests.head(f"http://{hostport}/v2/imagectl/base/manifests/smoke", auth=(user, secret),
                                headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
                                timeout=10)
     finally:

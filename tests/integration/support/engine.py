@@ -7,7 +7,7 @@
   ``python3``, ``python3-venv``, ``python3-pip``, ``ca-certificates``), ``docker import``-ed once as
   ``imagectl-test/standin-rootfs:<suite>-<key>``; each stand-in reference is a metadata-only image on top
   of it carrying the base image's ENV. The rootfs tarball is cached under ``~/.cache/imagectl-tests/``.
-- :func:`start_loopback_registry` / :func:`push_to_registry`: a throwaway ``docker-registry`` on
+- :func:`push_to_registry`: a throwaway ``docker-registry`` on
   ``127.0.0.1`` (which dockerd treats as insecure, so plain HTTP works) and a push that returns the digest.
 
 Environment knobs: ``IMAGECTL_TEST_CACHE`` (cache folder), ``IMAGECTL_TEST_DEBIAN_MIRROR`` (archive URL;
@@ -23,11 +23,10 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -435,98 +434,6 @@ def split_tag(ref: str) -> tuple[str, str]:
     return repository, tag
 
 
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _registry_config(root: Path, port: int, htpasswd: Path | None) -> str:
-    """Return a docker-registry (distribution v2) config for a loopback registry storing under ``root``."""
-    auth = (f"auth:\n  htpasswd:\n    realm: imagectl-test\n    path: {htpasswd}\n" if htpasswd else "")
-    return (f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
-            f"  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{auth}")
-
-
-def _write_htpasswd(path: Path, users: Mapping[str, str]) -> None:
-    """Write a bcrypt htpasswd file for ``users`` with ``htpasswd -nbB`` (apache2-utils).
-
-    Raises:
-        RuntimeError: htpasswd is not installed or fails.
-    """
-    if shutil.which("htpasswd") is None:
-        raise RuntimeError("htpasswd is not installed (apt-get install apache2-utils)")
-    lines = []
-    for user, password in sorted(users.items()):
-        result = subprocess.run(["htpasswd", "-nbB", user, password], capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(f"htpasswd failed for {user!r}: {result.stderr.strip()}")
-        lines.append(result.stdout.strip())
-    path.write_text("\n".join(lines) + "\n")
-
-
-def _wait_for_registry(process: subprocess.Popen[bytes], url: str, log_path: Path, timeout: float) -> None:
-    """Wait until ``url`` answers /v2/ (200 or 401).
-
-    Raises:
-        RuntimeError: the registry exited or did not answer within ``timeout`` seconds.
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"docker-registry exited with {process.returncode}:\n{_log_tail(log_path)}")
-        try:
-            if requests.get(f"{url}/v2/", timeout=2).status_code in (200, 401):
-                return
-        except requests.exceptions.RequestException:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"docker-registry did not answer within {timeout:g}s:\n{_log_tail(log_path)}")
-
-
-def start_loopback_registry(
-    root: Path, users: Mapping[str, str] | None = None, timeout: float = 20
-) -> tuple[str, Callable[[], None]]:
-    """Start ``docker-registry`` on a free ``127.0.0.1`` port, storing under ``root``; return ``(host:port, stop)``.
-
-    With ``users`` (name -> password) the registry demands HTTP basic auth (htpasswd, bcrypt). Plain HTTP on
-    loopback is fine for dockerd, which trusts 127.0.0.0/8 as insecure registries by default.
-
-    Raises:
-        RuntimeError: docker-registry (or htpasswd) is missing, exits or does not answer in time.
-    """
-    if shutil.which("docker-registry") is None:
-        raise RuntimeError("docker-registry is not installed (apt-get install docker-registry)")
-    root.mkdir(parents=True, exist_ok=True)
-    htpasswd = root / "htpasswd" if users else None
-    if htpasswd is not None and users:
-        _write_htpasswd(htpasswd, users)
-    port = free_port()
-    config, log_path = root / "config.yml", root / "registry.log"
-    config.write_text(_registry_config(root, port, htpasswd))
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(["docker-registry", "serve", str(config)], stdin=subprocess.DEVNULL,
-                                   stdout=log, stderr=subprocess.STDOUT)
-
-    def stop() -> None:
-        """Stop the registry (idempotent)."""
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-    try:
-        _wait_for_registry(process, f"http://127.0.0.1:{port}", log_path, timeout)
-    except RuntimeError:
-        stop()
-        raise
-    return f"127.0.0.1:{port}", stop
-
-
 def _push_digest(events: Iterator[dict[str, Any]], target: str) -> str:
     """Consume a decoded push stream and return the pushed manifest digest.
 
@@ -555,7 +462,7 @@ def push_to_registry(
 
     ``repo_tag`` is ``repo[:tag]`` (tag defaults to ``latest``); ``auth`` is ``{"username", "password"}``
     for a registry started with users. The registry should be plain HTTP on loopback (see
-    :func:`start_loopback_registry`).
+    ``tests/integration/support/registry.py``).
 
     Raises:
         docker.errors.ImageNotFound: ``local_ref`` is not in the engine.
