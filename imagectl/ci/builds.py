@@ -183,11 +183,17 @@ def requirements_on(requirements: Iterable[Requirement], name: str) -> tuple[Req
 
 
 def exact_version(requirement: Requirement) -> str | None:
-    """The version ``requirement`` pins with ``==`` (no wildcard) or ``===``, else ``None``."""
+    """The one version ``requirement`` admits: its ``==`` (no wildcard) or ``===`` version, or ``X`` for
+    ``>=X,<=X`` (how JAX pins jaxlib and its plugins); else ``None``."""
+    floors: set[str] = set()
+    ceilings: set[str] = set()
     for spec in requirement.specifier:
         if spec.operator == "===" or (spec.operator == "==" and not spec.version.endswith(".*")):
             return spec.version
-    return None
+        if spec.operator in (">=", "<="):
+            (floors if spec.operator == ">=" else ceilings).add(spec.version)
+    both = floors & ceilings
+    return both.pop() if len(floors) == len(ceilings) == len(both) == 1 else None
 
 
 def satisfies(requirement: Requirement, version: str) -> bool:

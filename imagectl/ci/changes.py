@@ -126,7 +126,7 @@ def export_matrix_dir(root: Path, commit: str, directory: Path, dest: Path) -> N
     prefix = "" if rel == "." else rel + "/"
     names = git(["ls-tree", "--name-only", "-z", commit, "--", prefix or "."], root).split("\0")
     for name in filter(None, names):
-        base = name[len(prefix):] if name.startswith(prefix) else name
+        base = name.removeprefix(prefix)
         if "/" not in base and base.endswith(".toml"):
             done = subprocess.run(["git", "show", f"{commit}:{name}"], cwd=root, capture_output=True, check=False)
             if done.returncode != 0:

@@ -35,9 +35,9 @@ from .builds import (
     wheel_candidates,
     yanked_reason,
 )
-from .verify import field_requirement
+from .verify import field_requirement, major_minor
 
-MAX_COMPANION_READS = 12  # companion releases whose metadata is read while looking for one release's match
+MAX_COMPANION_READS = 40  # companion releases whose metadata is read while looking for one release's match
 GPU_STACK = re.compile(r"^(nvidia-|cuda-|triton$)")  # loose requirements worth a comment in a proposal
 
 
@@ -97,8 +97,7 @@ def cuda_of(build: IndexBuild, extras: Sequence[str] = ()) -> tuple[str | None, 
     pinned = exact_version(requirement) if requirement is not None else None
     if requirement is None or pinned is None:
         return None, f"{requirement.name}{requirement.specifier}" if requirement is not None else ""
-    release = Version(pinned).release
-    return f"{release[0]}.{release[1] if len(release) > 1 else 0}", f"{requirement.name}=={pinned}"
+    return major_minor(pinned), f"{requirement.name}=={pinned}"
 
 
 def propose(matrix: Matrix, fw: Framework, build: IndexBuild, companions: Sequence[tuple[str, str]],
@@ -145,7 +144,9 @@ def render_proposal(proposal: Proposal) -> str:
     lines = [f"# --- {proposal.framework} {proposal.version} ({why}) ---", "[[release]]",
              f"version = {_toml_string(proposal.version)}",
              f"python = [{', '.join(_toml_string(p) for p in proposal.python)}]   # CPython ABIs of its Linux x86_64 wheels (free-threaded left out)",
-             f"companions = {_inline(proposal.companions)}" + ("   # each requires exactly this release" if proposal.companions else "")]
+             f"companions = {_inline(proposal.companions)}" + ("   # each matched by an exact pin in the metadata" if proposal.companions else "")]
+    if not proposal.python:
+        lines.append("# TODO python: its wheels are not CPython-specific; list the Pythons it supports")
     lines += [f"# TODO {line}" for line in proposal.todo]
     lines += ["", "  [[release.variant]]", f"  # source: {proposal.source}"]
     if proposal.cuda is None:
@@ -227,13 +228,14 @@ def _companions(fw: Framework, build: IndexBuild, previous: Release | None, read
 
 def _companion_for(fw: Framework, name: str, version: str, since: str | None, reader: IndexReader) -> tuple[str | None, str]:
     """The companion release newer than ``since`` that requires ``fw.package==version`` exactly, or
-    ``None`` and why not.  Newest first; stops at one that requires an older release."""
+    ``None`` and why not.  Oldest first from ``since`` (each read is cached for the next proposal), newest
+    first without it; stops at one that requires a release beyond ``version``."""
     try:
         builds = reader.project(name)
     except PackageIndexError as exc:
         return None, str(exc)
     floor = Version(since) if since else None
-    candidates = sorted((v for v in published(builds) if floor is None or v > floor), reverse=True)
+    candidates = sorted((v for v in published(builds) if floor is None or v > floor), reverse=floor is None)
     target = Version(version)
     for candidate in candidates[:MAX_COMPANION_READS]:
         try:
@@ -244,7 +246,7 @@ def _companion_for(fw: Framework, name: str, version: str, since: str | None, re
         pinned = [Version(Version(p).public) for p in pins if p]
         if target in pinned:
             return str(candidate), ""
-        if pinned and max(pinned) < target:
+        if pinned and (min(pinned) > target if floor else max(pinned) < target):
             break
     return None, f"no {name} release on the index requires {fw.package}=={version}"
 

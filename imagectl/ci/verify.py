@@ -103,8 +103,20 @@ def _same(a: str, b: str) -> bool:
         return a == b
 
 
-def _major_minor(version: str) -> str:
-    release = Version(version).release
+def _public(version: str) -> str:
+    """``2.3.1`` for ``2.3.1+cu118`` (normalised); the text itself when it is not a version."""
+    try:
+        return str(Version(Version(version).public))
+    except InvalidVersion:
+        return version
+
+
+def major_minor(version: str) -> str:
+    """``12.1`` for ``12.1.105``; the text itself when it is not a version."""
+    try:
+        release = Version(version).release
+    except InvalidVersion:
+        return version
     return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
 
 
@@ -129,8 +141,8 @@ def compare_field(name: str, stated: str | None, requirement: Requirement | None
     if name == "cuda":
         if pinned is None:
             return [(name, stated or "-", f"{requirement.name}{requirement.specifier}", UNVERIFIABLE)]
-        found = _major_minor(pinned)
-        ok = stated is not None and _same(_major_minor(stated), found)
+        found = major_minor(pinned)
+        ok = stated is not None and _same(major_minor(stated), found)
         return [] if ok else [(name, stated or "-", f"{found} ({requirement.name}=={pinned})", DIFFERS)]
     if stated is None:
         return [(name, "-", f"{requirement.name}{requirement.specifier}", DIFFERS)]
@@ -150,7 +162,7 @@ def compare_pins(pins: Iterable[tuple[str, str]], requirements: Sequence[Require
         if not found:
             rows.append((f"pin {name}", version, "not a direct requirement", UNVERIFIABLE))
             continue
-        exact = [exact_version(r) for r in found if exact_version(r) is not None]
+        exact = [v for r in found if (v := exact_version(r)) is not None]
         ok = _same(version, exact[0]) if exact else all(satisfies(r, version) for r in found)
         if not ok:
             rows.append((f"pin {name}", version, _spec_text(found), DIFFERS))
@@ -212,9 +224,9 @@ def _companion_row(fw: Framework, release: Release, name: str, version: str,
     back = requirements_on(applicable(companion.requirements, companion.python), fw.package)
     if not back:
         return (version, f"{name} {version} does not require {fw.package}", UNVERIFIABLE)
-    exact = [exact_version(r) for r in back if exact_version(r) is not None]
+    exact = [v for r in back if (v := exact_version(r)) is not None]
     if exact:
-        ok = Version(exact[0]).public == Version(release.version).public
+        ok = _public(exact[0]) == _public(release.version)
         return None if ok else (version, f"{name} {version} requires {fw.package}=={exact[0]}", DIFFERS)
     local = f"{release.version}+{companion.local}" if companion.local else release.version
     admits = all(satisfies(r, release.version) or satisfies(r, local) for r in back)

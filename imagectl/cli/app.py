@@ -17,6 +17,7 @@ class _Root(click.Group):
         "list": "profiles", "show": "profiles", "validate": "profiles", "compat": "profiles",
         "check": "profiles", "render": "profiles", "build": "building", "test": "building",
         "matrix": "matrix_cmd",
+        "history": "tags_cmd", "rollback": "tags_cmd", "promote": "tags_cmd", "prune": "tags_cmd", "import": "tags_cmd",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

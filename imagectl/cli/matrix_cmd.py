@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import InputError
+from ..errors import InputError, OperationError
 from .app import echo_json, framework_option, json_option, workspace
 
 _FORMATS = ("json", "github", "gitlab", "markdown")  # imagectl.ci.outputs.FORMATS, kept here so --help imports nothing
@@ -65,15 +65,22 @@ def cmd_matrix(ctx: click.Context, fmt: str, changed_since: str | None, framewor
 @click.pass_context
 def cmd_verify(ctx: click.Context, index: str | None, framework: str | None, as_json: bool, junit: str | None, show_notes: bool) -> int:
     """Compare every pin of the matrix with the PEP 658 metadata an index publishes; exit 1 on differences."""
-    from ..ci.verify import COLUMNS, finding_rows, junit_cases, report_json, summary, verify_matrix
+    from ..ci.verify import (
+        COLUMNS,
+        finding_rows,
+        junit_cases,
+        report_json,
+        summary,
+        verify_matrix,
+    )
     from ..describe import format_table
 
     ws = workspace(ctx)
     report = verify_matrix(ws.matrix, framework, _check_index(index))
     if junit:
-        from ..junit import write_junit
+        from ..junit import junit_xml
 
-        write_junit(Path(junit), "imagectl.matrix.verify", junit_cases(report))
+        _write(Path(junit), junit_xml("imagectl.matrix.verify", junit_cases(report)))
     rows = finding_rows(report, show_notes)
     if as_json:
         echo_json(report_json(report))
@@ -98,12 +105,21 @@ def cmd_sync(ctx: click.Context, index: str | None, framework: str | None, outpu
     proposals, indexes = sync_matrix(ws.matrix, framework, _check_index(index))
     text = render_proposals(proposals, indexes)
     if target is not None:
-        target.write_text(text, encoding="utf-8")
+        _write(target, text.encode("utf-8"))
     elif text:
         click.echo(text, nl=False)
     names = ", ".join(f"{p.framework} {p.version}" for p in proposals)
     click.echo(f"{len(proposals)} releases proposed" + (f": {names}" if names else f"; the matrix is current with {', '.join(sorted(set(indexes.values())))}"), err=True)
     return 1 if check and proposals else 0
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``, creating its directory; raises OperationError when that fails."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    except OSError as exc:
+        raise OperationError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 def _output_path(output: str, ws: object) -> Path:

@@ -1,0 +1,199 @@
+"""``imagectl matrix --format ...``: each CI shape checked against the structure its consumer requires."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from imagectl.ci.outputs import (
+    GITHUB_EMPTY,
+    GITHUB_KEYS,
+    github_matrix,
+    gitlab_pipeline,
+    markdown_table,
+    render,
+)
+from imagectl.matrix.names import list_profiles
+
+PROFILE_NAME = re.compile(r"^[a-z][a-z0-9_]*-[0-9.]+-[a-z]+[0-9]+(-[a-z0-9.]+)*$")
+
+
+def check_github_matrix(text: str) -> list[dict[str, str]]:
+    """GitHub Actions' strategy.matrix: one line of JSON, an object whose only key is ``include``, a list
+    of flat objects with string values and the same keys (what fromJSON() and the matrix need)."""
+    assert "\n" not in text.strip()
+    document = json.loads(text)
+    assert isinstance(document, dict) and list(document) == ["include"]
+    include = document["include"]
+    assert isinstance(include, list)
+    for entry in include:
+        assert isinstance(entry, dict) and tuple(entry) == GITHUB_KEYS
+        assert all(isinstance(v, str) and v for v in entry.values())
+        assert PROFILE_NAME.match(entry["profile"])
+    assert len({e["profile"] for e in include}) == len(include)
+    return include
+
+
+_KEY = re.compile(r"^[A-Za-z_.][A-Za-z0-9_.-]*:( |$)")
+
+
+def parse_gitlab(text: str) -> dict:
+    """A small reader for the YAML subset the gitlab output uses (block mappings and lists, JSON-quoted
+    scalars), so the structure is checked without PyYAML; PyYAML, when installed, must read the same."""
+    lines = [(len(r) - len(r.lstrip()), r.strip()) for r in text.splitlines() if r.strip() and not r.lstrip().startswith("#")]
+    value, end = _block(lines, 0, lines[0][0] if lines else 0)
+    assert end == len(lines), f"unparsed line {lines[end]}"
+    return value
+
+
+def _block(lines: list[tuple[int, str]], i: int, indent: int) -> tuple[object, int]:
+    if lines[i][1].startswith("- "):
+        items: list = []
+        while i < len(lines) and lines[i][0] == indent and lines[i][1].startswith("- "):
+            rest = lines[i][1][2:]
+            if _KEY.match(rest):
+                lines[i] = (indent + 2, rest)
+                value, i = _block(lines, i, indent + 2)
+            else:
+                value, i = _scalar(rest), i + 1
+            items.append(value)
+        return items, i
+    mapping: dict = {}
+    while i < len(lines) and lines[i][0] == indent and not lines[i][1].startswith("- "):
+        assert _KEY.match(lines[i][1]), lines[i]
+        key, _, value = lines[i][1].partition(":")
+        i += 1
+        if value.strip():
+            mapping[key] = _scalar(value.strip())
+        elif i < len(lines) and lines[i][0] > indent:
+            mapping[key], i = _block(lines, i, lines[i][0])
+        else:
+            mapping[key] = None
+    return mapping, i
+
+
+def _scalar(text: str) -> object:
+    return json.loads(text) if text.startswith('"') else text
+
+
+def check_gitlab_pipeline(text: str, include: str | None = ".gitlab-ci.yml") -> list[str]:
+    """A GitLab child pipeline: build jobs and promote jobs with parallel:matrix of one PROFILE list each
+    (at most 200 entries), extending the templates; the profiles built are the profiles promoted."""
+    document = parse_gitlab(text)
+    jobs = {k: v for k, v in document.items() if k not in ("include", "stages") and not k.startswith(".")}
+    assert jobs, "a child pipeline needs at least one job"
+    if include:
+        assert document["include"] == [{"local": include}] and "stages" not in document
+    built, promoted = [], []
+    for name, job in jobs.items():
+        assert set(job) == {"stage", "extends", "parallel"}, name
+        matrix = job["parallel"]["matrix"]
+        assert isinstance(matrix, list) and len(matrix) == 1 and list(matrix[0]) == ["PROFILE"]
+        profiles = matrix[0]["PROFILE"]
+        assert 1 <= len(profiles) <= 200 and all(PROFILE_NAME.match(p) for p in profiles)
+        (built if job["stage"] == "build" else promoted).extend(profiles)
+        assert job["extends"] == (".imagectl-build" if job["stage"] == "build" else ".imagectl-promote")
+    assert built == promoted and len(set(built)) == len(built)
+    return built
+
+
+def test_github_matrix_has_one_entry_per_profile(matrix):
+    profiles = list_profiles(matrix)
+    include = check_github_matrix(github_matrix(profiles))
+    assert [e["profile"] for e in include] == [p.name for p in profiles]
+    first = include[0]
+    assert first == {"profile": "torch-2.7-cu128", "framework": "torch", "cuda": "12.8", "python": first["python"]}
+
+
+def test_github_empty_matrix_is_the_documented_string():
+    assert github_matrix([]) == GITHUB_EMPTY == '{"include":[]}'
+    assert check_github_matrix(GITHUB_EMPTY) == []
+
+
+def test_gitlab_pipeline_fans_out_build_and_promote(matrix):
+    profiles = list_profiles(matrix)
+    text = gitlab_pipeline(profiles)
+    assert check_gitlab_pipeline(text) == [p.name for p in profiles]
+
+
+def test_gitlab_pipeline_without_include_declares_its_stages(matrix):
+    document = parse_gitlab(gitlab_pipeline(list_profiles(matrix)[:2], include=None))
+    assert document["stages"] == ["build", "promote"] and "include" not in document
+
+
+def test_gitlab_splits_more_than_200_profiles(matrix):
+    profiles = list_profiles(matrix)
+    many = (profiles * 80)[:450]
+    document = parse_gitlab(gitlab_pipeline(many))
+    assert [k for k in document if k.startswith("imagectl-build")] == ["imagectl-build", "imagectl-build-2", "imagectl-build-3"]
+    sizes = [len(document[k]["parallel"]["matrix"][0]["PROFILE"]) for k in ("imagectl-build", "imagectl-build-2", "imagectl-build-3")]
+    assert sizes == [200, 200, 50]
+
+
+def test_gitlab_empty_pipeline_still_has_a_job():
+    document = parse_gitlab(gitlab_pipeline([]))
+    jobs = [k for k in document if k != "stages"]
+    assert jobs == ["imagectl-nothing-to-build"]
+    assert document["stages"] == ["build"] and document[jobs[0]]["stage"] == "build"
+    assert document[jobs[0]]["script"] and "parallel" not in document[jobs[0]]
+
+
+def test_gitlab_output_reads_the_same_with_pyyaml(matrix):
+    yaml = pytest.importorskip("yaml")
+    for profiles in (list_profiles(matrix), []):
+        text = gitlab_pipeline(profiles)
+        assert yaml.safe_load(text) == parse_gitlab(text)
+
+
+def test_markdown_table_one_row_per_build(matrix):
+    text = markdown_table(list_profiles(matrix))
+    lines = text.strip().splitlines()
+    assert lines[0].startswith("| Framework | Version | CUDA | cuDNN | NCCL | Python | Min driver |")
+    assert set(lines[1].replace("|", "")) == {"-"}
+    body = lines[2:]
+    assert len(body) == 3  # 2.7.1 cu128, 2.3.1 cu121, 2.3.1 cu118 (2.3.0 is not listed: 2.3.1 is newer)
+    assert all(line.count("|") == lines[0].count("|") for line in body)
+    row = next(line for line in body if "| 2.3.1 | 12.1 |" in line)
+    assert "8.9.2.26" in row and "2.20.5" in row and "530.30.02" in row and "**3.10**" in row and "`torch-2.3-cu121`" in row
+    assert "ubuntu22.04, ubuntu24.04" in next(line for line in body if "| 12.8 |" in line)
+
+
+def test_markdown_empty_table_is_still_a_table():
+    lines = markdown_table([]).strip().splitlines()
+    assert len(lines) == 3 and lines[2].count("|") == lines[0].count("|")
+
+
+def test_render_json_is_list_rows(matrix):
+    rows = json.loads(render(list_profiles(matrix), "json"))
+    assert {"name", "framework", "cuda", "cudnn", "nccl", "python", "min_driver"} <= set(rows[0])
+
+
+# --- through the CLI ------------------------------------------------------------------------------
+
+
+def test_cli_matrix_formats(run_cli, use_matrix, test_matrix_dir):
+    use_matrix(test_matrix_dir)
+    github = run_cli("matrix", "--format", "github")
+    assert github.code == 0 and len(check_github_matrix(github.out)) == 8
+    gitlab = run_cli("matrix", "--format", "gitlab", "--framework", "torch")
+    assert gitlab.code == 0 and len(check_gitlab_pipeline(gitlab.out)) == 8
+    markdown = run_cli("matrix", "--format", "markdown")
+    assert markdown.code == 0 and markdown.out.startswith("| Framework |")
+    plain = run_cli("matrix")
+    assert plain.code == 0 and len(json.loads(plain.out)) == 8
+
+
+def test_cli_matrix_unknown_framework_and_format(run_cli, use_matrix, test_matrix_dir):
+    use_matrix(test_matrix_dir)
+    r = run_cli("matrix", "--framework", "caffe")
+    assert r.code == 2 and r.err.startswith("imagectl: --framework 'caffe'") and len(r.err.splitlines()) == 1
+    assert run_cli("matrix", "--format", "yaml").code == 2
+
+
+def test_cli_matrix_is_listed_in_help(run_cli):
+    r = run_cli("--help")
+    assert r.code == 0 and "matrix" in r.out
+    sub = run_cli("matrix", "--help")
+    assert sub.code == 0 and "verify" in sub.out and "sync" in sub.out
