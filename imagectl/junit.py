@@ -22,7 +22,8 @@ def junit_xml(suite: str, cases: Iterable[tuple[str, str, str | None]]) -> bytes
 
 
 def write_junit(path: Path, suite: str, cases: Iterable[tuple[str, str, str | None]]) -> None:
-    """Write a JUnit document to ``path``."""
+    """Write a JUnit document to ``path`` (its directory is created if missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(junit_xml(suite, cases))
 
 
