@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 from ..cache import cached
 from ..config import Config
-from ..errors import BuildError, ImagectlError
+from ..errors import BuildError, ImagectlError, OperationError
 from ..matrix.model import Profile
 from ..reference import Reference, parse_reference
 from ..render.context import base_reference
@@ -29,7 +29,7 @@ from ..resources import template_files
 from ..tags.naming import MOVING_TAG, immutable_tag, repository
 from ..tags.store import EngineTagStore, RegistryTagStore, TagStore, move_tag
 from .base import resolve_base_digest
-from .check import compare, expectations, failed, format_findings, parse_report
+from .check import Finding, compare, expectations, failed, format_findings, parse_report
 from .engine import Engine, LineSink
 from .files import context_files_on_disk, file_digests, place_files
 from .key import KEY_LABEL, build_key
@@ -157,14 +157,25 @@ def _build(profile: Profile, files: dict[str, bytes], added: dict[str, Path], ke
     return BuildResult(repo.path.rsplit("/", 1)[-1], "built", tag, target, info.size if info else 0)
 
 
-def run_check(engine: Engine, image: str, network: str | None, gpu: bool, log: LineSink) -> list:
-    """Run the in-image check of ``image`` and compare with its labels; raises BuildError on a mismatch."""
-    info = engine.inspect(image)
-    expect = expectations(info.labels if info else {})
+def check_findings(engine: Engine, image: str, labels: dict[str, str], network: str | None, gpu: bool) -> list[Finding]:
+    """Run the in-image check in a container of ``image`` and compare its report with ``labels``.
+
+    Raises OperationError when the image has no imagectl labels or the check script does not run.
+    """
+    expect = expectations(labels)
     status, output = engine.run(image, CHECK_COMMAND + (["--gpu"] if gpu else []), network, gpus=gpu)
     if status != 0:
-        raise BuildError(f"in-image check exited with status {status}", "check", output[-2000:])
-    findings = compare(expect, parse_report(output))
+        raise OperationError(f"the in-image check exited with status {status}: {output.strip()[-300:]}")
+    return compare(expect, parse_report(output))
+
+
+def run_check(engine: Engine, image: str, network: str | None, gpu: bool, log: LineSink) -> list[Finding]:
+    """The in-image check of a fresh build; raises BuildError (step ``check``) on any mismatch."""
+    info = engine.inspect(image)
+    try:
+        findings = check_findings(engine, image, dict(info.labels) if info else {}, network, gpu)
+    except OperationError as exc:
+        raise BuildError(str(exc), "check") from None
     report = format_findings(findings)
     for line in report.splitlines():
         log(f"check: {line}")

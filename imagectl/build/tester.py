@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..build.check import Finding, compare, expectations, parse_report
+from ..build.check import Finding
 from ..errors import OperationError, UnknownProfileError, ValidationError
 from ..reference import parse_reference
 from ..tags.naming import moving_reference
-from .builder import CHECK_COMMAND
+from .builder import check_findings
 from .engine import Engine, LineSink
 
 
@@ -34,8 +34,7 @@ def test_image(target: str, ws: Any, engine: Engine, gpu: bool, log: LineSink) -
     """
     image = target_image(target, ws)
     info = engine.inspect(image) or engine.pull(image, log)
-    expect = expectations(info.labels)
-    status, output = engine.run(info.id, CHECK_COMMAND + (["--gpu"] if gpu else []), ws.config.build_network, gpus=gpu)
-    if status != 0:
-        raise OperationError(f"test {image}: the in-image check exited with status {status}: {output.strip()[-300:]}")
-    return image, compare(expect, parse_report(output))
+    try:
+        return image, check_findings(engine, info.id, dict(info.labels), ws.config.build_network, gpu)
+    except OperationError as exc:
+        raise OperationError(f"test {image}: {exc}") from None
