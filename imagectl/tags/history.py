@@ -9,9 +9,10 @@ one config read per distinct image and one read of the move log.  The formatting
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..errors import OperationError
 from .naming import MOVING_TAG, immutable_parts, is_immutable, tag_time
@@ -116,7 +117,7 @@ def read_history(store: TagStore) -> History:
     wanted = {t.digest for t in listing.immutable} | set(listing.pointers.values())
     for digest in sorted(wanted):
         facts[digest] = _image_facts(store, digest)
-    return History(str(store.repository), tuple(history_entries(listing, facts)), dict(listing.pointers), tuple(store.moves()))
+    return History(store.repository.familiar, tuple(history_entries(listing, facts)), dict(listing.pointers), tuple(store.moves()))
 
 
 def _image_facts(store: TagStore, digest: str) -> tuple[str, Mapping[str, str]]:
@@ -175,11 +176,10 @@ def moves_json(history: History) -> list[dict[str, Any]]:
 
 
 def _names(history: History) -> dict[str, str]:
-    """digest -> the newest immutable tag naming it (entries are newest first)."""
-    names: dict[str, str] = {}
-    for e in history.entries:
-        if e.immutable:
-            names.setdefault(e.digest, e.tag)
+    """digest -> the newest immutable tag naming it (entries are newest first), else the tag a logged move
+    named it by (an image pruned since)."""
+    names = {m.to: m.to_tag for m in history.moves if m.to_tag and is_immutable(m.to_tag)}
+    names.update({e.digest: e.tag for e in reversed(history.entries) if e.immutable})
     return names
 
 

@@ -11,8 +11,9 @@ import the Docker SDK.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..config import Config
 from ..errors import UnknownProfileError

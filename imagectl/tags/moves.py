@@ -2,8 +2,10 @@
 
 A move is "just switching a tag": in a registry one manifest GET (of the target, which is also the last check
 that it still exists) and one manifest PUT (under the moving tag or channel); no layer is read or written,
-whatever the image's size.  Reading the tags and the move log around it costs a tag listing, one HEAD per
-tag and the log's manifest.
+whatever the image's size.  Around it: a HEAD of the moving tag, the log's manifest, a HEAD of the one
+immutable tag the target is named by, a HEAD reading the tag back, and the log's append (GET, PUT, GET).
+Only a digest ``--to`` or a log that does not name the previous image reads the whole tag listing (one HEAD
+per tag).  The engine store does the same with ``docker inspect`` and ``docker tag``.
 
 Which image ``rollback`` goes back to (:func:`previous_target`):
 
@@ -25,12 +27,13 @@ concurrent moves both land on valid images; the last PUT wins and both are logge
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..errors import InputError, NotFoundError, OperationError
+from ..reference import check_tag
 from .history import TagInfo, TagListing, read_listing, short
-from .naming import MOVING_TAG, check_channel, is_immutable
+from .naming import MOVING_TAG, check_channel, is_immutable, tag_time
 from .store import Move, TagStore, now, who
 
 _CHOICES_SHOWN = 10
@@ -60,15 +63,18 @@ class MoveResult:
 def rollback(store: TagStore, to: str | None = None) -> MoveResult:
     """Point the moving tag at the previous image (see the module docstring) or at ``to``.
 
-    Raises InputError for a ``to`` that names no immutable image of the repository, OperationError when
+    The usual cases read no tag listing: the moving tag, the log and the one immutable tag the target is named
+    by are read directly; only a digest ``to``, or a log that does not name the previous image, reads every
+    tag.  Raises InputError for a ``to`` that names no immutable image of the repository, OperationError when
     there is nothing to roll back to or the target vanished, RegistryError/EngineError from the store.
     """
-    listing = read_listing(store)
+    current = store.digest(MOVING_TAG)
     if to:
-        target = resolve_target(to, listing, str(store.repository))
+        target = _named_target(store, to)
     else:
-        target = previous_target(listing.pointers.get(MOVING_TAG), store.moves(), listing)
-    return guarded_move(store, MOVING_TAG, target.digest, target.tag, listing.pointers.get(MOVING_TAG), "rollback")
+        moves = store.moves()
+        target = _logged_previous(store, current, moves) or previous_target(current, moves, read_listing(store))
+    return guarded_move(store, MOVING_TAG, target.digest, target.tag, current, "rollback")
 
 
 def promote(store: TagStore, channel: str, source: str = MOVING_TAG) -> MoveResult:
@@ -79,19 +85,46 @@ def promote(store: TagStore, channel: str, source: str = MOVING_TAG) -> MoveResu
     source tag does not exist or the target vanished, RegistryError/EngineError from the store.
     """
     check_channel(channel)
-    listing = read_listing(store)
-    if source == MOVING_TAG or (not is_immutable(source) and not source.startswith("sha256:")):
-        digest = listing.pointers.get(source)
-        if digest is None:
-            if source != MOVING_TAG:
-                raise InputError(f"--from {source!r}: {store.repository} has no such tag ({_choices(listing)})")
-            raise OperationError(f"{store.repository}:{source} does not exist yet: nothing to promote (build or import first)")
-        named = listing.tags_of(digest)
-        to_tag = named[0].tag if named else None
-    else:
-        info = resolve_target(source, listing, str(store.repository))
-        digest, to_tag = info.digest, info.tag
-    return guarded_move(store, channel, digest, to_tag, listing.pointers.get(channel), "promote")
+    current = store.digest(channel)
+    if is_immutable(source) or source.startswith("sha256:"):
+        info = _named_target(store, source)
+        return guarded_move(store, channel, info.digest, info.tag, current, "promote")
+    digest = store.digest(check_tag(source))
+    if digest is None:
+        if source != MOVING_TAG:
+            raise InputError(f"--from {source!r}: {store.repository.familiar} has no such tag ({_choices(read_listing(store))})")
+        raise OperationError(f"{store.repository.familiar}:{source} does not exist yet: nothing to promote (build or import first)")
+    return guarded_move(store, channel, digest, logged_name(digest, store.moves()), current, "promote")
+
+
+def _named_target(store: TagStore, spec: str) -> TagInfo:
+    """The image ``spec`` names (see :func:`resolve_target`); an existing immutable tag costs one read."""
+    if is_immutable(spec):
+        digest = store.digest(spec)
+        if digest is not None:
+            return TagInfo(spec, digest, tag_time(spec))  # type: ignore[arg-type]
+    return resolve_target(spec, read_listing(store), store.repository.familiar)
+
+
+def _logged_previous(store: TagStore, current: str | None, moves: Sequence[Move]) -> TagInfo | None:
+    """Rule 1 of :func:`previous_target` read cheaply: the previous image by the immutable tag the log named
+    it by, if that tag still points to it; None when the log does not tell (then the listing decides)."""
+    real = [m for m in moves if m.tag == MOVING_TAG and m.previous != m.to]
+    if current is None or not real or real[-1].to != current or not real[-1].previous:
+        return None
+    previous = real[-1].previous
+    name = logged_name(previous, moves)
+    if name is None or store.digest(name) != previous:
+        return None
+    return TagInfo(name, previous, tag_time(name))  # type: ignore[arg-type]
+
+
+def logged_name(digest: str, moves: Sequence[Move]) -> str | None:
+    """The immutable tag the newest logged move onto ``digest`` named it by, or None (pure)."""
+    for m in reversed(moves):
+        if m.to == digest and m.to_tag and is_immutable(m.to_tag):
+            return m.to_tag
+    return None
 
 
 def previous_target(current: str | None, moves: Sequence[Move], listing: TagListing, tag: str = MOVING_TAG) -> TagInfo:

@@ -16,12 +16,13 @@ touches another tag.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable, Collection, Sequence
+from typing import Any
 
 from ..errors import OperationError
-from .history import TagInfo, read_pointers, short, sorted_newest_first
+from .history import TagInfo, read_listing, read_pointers, short, sorted_newest_first
 from .naming import is_immutable
 from .store import TagStore
 
@@ -70,6 +71,29 @@ def _share(decision: Deletion, kept: dict[str, str]) -> Deletion:
 def _age(age: timedelta) -> str:
     days = age.total_seconds() / 86400
     return f"{days:g} days" if days != 1 else "1 day"
+
+
+def plan_for_store(store: TagStore, keep: int, min_age: timedelta, now: datetime) -> list[Deletion]:
+    """:func:`plan_prune` over what ``store`` holds now (one listing, one digest read per tag).
+
+    Raises RegistryError/EngineError when the tags cannot be read.
+    """
+    listing = read_listing(store)
+    return plan_prune(list(listing.immutable), set(listing.pointers.values()), keep, min_age, now)
+
+
+def plan_json(plan: Sequence[Deletion], dry_run: bool) -> list[dict[str, Any]]:
+    """The plan as plain data: action (``delete``, ``delete (dry run)``, ``keep``), tag, digest, reason."""
+    return [{"action": ("delete" if d.delete else "keep") + (" (dry run)" if dry_run and d.delete else ""),
+             "tag": d.tag, "digest": d.digest, "reason": d.reason} for d in plan]
+
+
+def format_plan(plan: Sequence[Deletion], dry_run: bool) -> str:
+    """The plan as a table (digests shortened)."""
+    from ..describe import format_table
+
+    rows = [{**row, "digest": short(row["digest"])} for row in plan_json(plan, dry_run)]
+    return format_table(rows, ("action", "tag", "digest", "reason")) if rows else "no immutable tags"
 
 
 @dataclass
@@ -144,3 +168,10 @@ def _put_back(store: TagStore, pointer: str, digest: str, report: PruneReport, o
         return
     report.restored.append(pointer)
     on_line(f"put {pointer} back on {short(digest)}: it moved onto the image while it was being deleted")
+
+
+def report_json(plan: Sequence[Deletion], report: PruneReport) -> dict[str, Any]:
+    """``prune --json`` after deleting: the plan and what was done."""
+    return {"plan": plan_json(plan, False), "deleted": report.deleted, "restored": report.restored,
+            "skipped": [{"tag": t, "reason": r} for t, r in report.skipped],
+            "failed": [{"tag": t, "error": e} for t, e in report.failed]}

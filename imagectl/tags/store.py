@@ -140,9 +140,28 @@ class RegistryTagStore:
         if not self.client.delete_tag(self._path, tag):
             try:
                 self._manifests[digest] = self.client.get_manifest(self._path, digest)
-                self.client.delete_manifest(self._path, digest)
             except NotFoundError:
                 return  # deleted meanwhile, with the tag
+            self._delete_manifest(digest)
+
+    def _delete_manifest(self, digest: str, tries: int = 3) -> None:
+        """Delete manifest ``digest``, making a half-done delete whole.
+
+        Distribution 2.x deletes the manifest first and then looks up and removes its tags; a tag written at
+        that moment can fail the second half, leaving tags that point to nothing.  Then the manifest is put
+        back by digest (from the kept bytes) and deleted again.  Raises RegistryError after ``tries``.
+        """
+        for attempt in range(tries):
+            try:
+                self.client.delete_manifest(self._path, digest)
+                return
+            except NotFoundError:
+                return
+            except RegistryError:
+                if attempt == tries - 1:
+                    raise
+                if self.client.head_manifest(self._path, digest) is None:
+                    self.client.put_manifest(self._path, digest, self._manifests[digest])
 
     def _config(self, target: str) -> Any:
         if target not in self._configs:
@@ -253,15 +272,18 @@ class EngineTagStore:
         """Append ``move`` to the local log (written to a temporary file, then renamed).
 
         Concurrent appends (other processes or threads) are serialised by an exclusive lock on a file beside
-        the log, so none is lost.  Raises OSError if the state directory cannot be written.
+        the log, so none is lost.  Raises OperationError if the state directory cannot be written.
         """
-        self._log.parent.mkdir(parents=True, exist_ok=True)
-        with open(self._log.with_suffix(".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            moves = (self.moves() + [move])[-HISTORY_KEEP:]
-            tmp = self._log.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_text(json.dumps([asdict(m) for m in moves], indent=1, sort_keys=True), encoding="utf-8")
-            tmp.replace(self._log)
+        try:
+            self._log.parent.mkdir(parents=True, exist_ok=True)
+            with open(self._log.with_suffix(".lock"), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                moves = (self.moves() + [move])[-HISTORY_KEEP:]
+                tmp = self._log.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+                tmp.write_text(json.dumps([asdict(m) for m in moves], indent=1, sort_keys=True), encoding="utf-8")
+                tmp.replace(self._log)
+        except OSError as exc:
+            raise OperationError(f"cannot write the move log {self._log}: {exc.strerror or exc}") from None
 
 
 _MOVE_FIELDS = frozenset(f.name for f in fields(Move))

@@ -1,0 +1,165 @@
+"""Commands over a profile's tags: history, rollback, promote, prune, import.
+
+With a registry configured they work on the registry alone (no Docker SDK is loaded, except by ``import``,
+which runs the in-image check); without one, on the local engine's tags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import click
+
+from .app import echo_json, json_option, workspace
+
+
+def _engine_factory() -> Callable[[], Any]:
+    """A factory that makes the Docker engine on first call and then returns the same one."""
+    made: list[Any] = []
+
+    def make() -> Any:
+        if not made:
+            from ..build.engine import DockerEngine
+
+            made.append(DockerEngine())
+        return made[0]
+
+    return make
+
+
+def _open(ctx: click.Context, name: str) -> tuple[Any, Any]:
+    """(the managed repository NAME stands for, its tag store)."""
+    from ..tags.managed import open_tag_store, resolve_managed
+
+    ws = workspace(ctx)
+    managed = resolve_managed(name, ws.matrix, ws.config)
+    return managed, open_tag_store(managed.reference, ws.config, _engine_factory())
+
+
+def _stderr(line: str) -> None:
+    click.echo(line, err=True)
+
+
+@click.command("history")
+@click.argument("name")
+@click.option("--moves", "only_moves", is_flag=True, help="Only the log of moves (rollbacks, promotions, builds, imports).")
+@json_option
+@click.pass_context
+def cmd_history(ctx: click.Context, name: str, only_moves: bool, as_json: bool) -> None:
+    """Every immutable image of NAME, where its moving tag and channels point, and their past moves."""
+    from ..tags.history import (
+        format_history,
+        format_moves,
+        history_json,
+        moves_json,
+        read_history,
+    )
+
+    _, store = _open(ctx, name)
+    history = read_history(store)
+    if as_json:
+        echo_json(moves_json(history) if only_moves else history_json(history))
+    else:
+        click.echo(format_moves(history) if only_moves else format_history(history))
+
+
+@click.command("rollback")
+@click.argument("name")
+@click.option("--to", "to", metavar="TAG|DIGEST", help="An immutable tag of NAME, or a digest one points to (default: the previous image).")
+@json_option
+@click.pass_context
+def cmd_rollback(ctx: click.Context, name: str, to: str | None, as_json: bool) -> None:
+    """Point NAME's moving tag at the previous (or the named) image: one manifest read and one write."""
+    from ..tags.moves import rollback
+
+    managed, store = _open(ctx, name)
+    _report_move(rollback(store, to), managed.reference.familiar, as_json)
+
+
+@click.command("promote")
+@click.argument("name")
+@click.option("--channel", required=True, metavar="NAME", help="The channel to move (stable, canary, ...).")
+@click.option("--from", "source", default="latest", show_default=True, metavar="TAG",
+              help="An immutable tag, a digest, latest (where the moving tag points now) or another channel.")
+@json_option
+@click.pass_context
+def cmd_promote(ctx: click.Context, name: str, channel: str, source: str, as_json: bool) -> None:
+    """Point a channel of NAME (stable, canary, ...) at an image; teams pin NAME:stable while builds go on."""
+    from ..tags.moves import promote
+    from ..tags.naming import check_channel
+
+    check_channel(channel)
+    managed, store = _open(ctx, name)
+    _report_move(promote(store, channel, source), managed.reference.familiar, as_json)
+
+
+def _report_move(result: Any, repository: str, as_json: bool) -> None:
+    if as_json:
+        echo_json({"repository": repository, "tag": result.tag, "from": result.previous, "to": result.target,
+                   "to_tag": result.target_tag, "changed": result.changed, "note": result.note or None})
+    else:
+        click.echo(result.describe(repository))
+
+
+@click.command("prune")
+@click.argument("name")
+@click.option("--keep", required=True, type=click.IntRange(min=0), metavar="N", help="Keep the newest N immutable tags.")
+@click.option("--min-age-days", type=click.IntRange(min=0), metavar="DAYS",
+              help="Never delete a younger tag (default: [tags] prune_min_age_days, 7).")
+@click.option("--dry-run", is_flag=True, help="Print the plan, delete nothing.")
+@json_option
+@click.pass_context
+def cmd_prune(ctx: click.Context, name: str, keep: int, min_age_days: int | None, dry_run: bool, as_json: bool) -> int:
+    """Delete NAME's immutable tags beyond the newest N; never one a moving tag or channel points to."""
+    from ..tags.prune import (
+        execute_prune,
+        format_plan,
+        plan_for_store,
+        plan_json,
+        report_json,
+    )
+
+    ws = workspace(ctx)
+    _, store = _open(ctx, name)
+    days = ws.config.prune_min_age_days if min_age_days is None else min_age_days
+    plan = plan_for_store(store, keep, timedelta(days=days), datetime.now(timezone.utc))
+    if dry_run:
+        echo_json(plan_json(plan, dry_run)) if as_json else click.echo(format_plan(plan, dry_run))
+        return 0
+    if not as_json:
+        click.echo(format_plan(plan, dry_run))
+    report = execute_prune(store, plan, _stderr if not as_json else (lambda line: None))
+    if as_json:
+        echo_json(report_json(plan, report))
+    else:
+        click.echo(f"deleted {len(report.deleted)}, kept {sum(not d.delete for d in plan) + len(report.skipped)}, failed {len(report.failed)}")
+    for tag, error in report.failed:
+        click.echo(f"imagectl: prune {tag}: {error}", err=True)
+    return 1 if report.failed else 0
+
+
+@click.command("import")
+@click.argument("ref")
+@click.option("--name", "name", required=True, metavar="PROFILE", help="The profile (or PROFILE-SUFFIX repository) to import into.")
+@click.option("--strict", is_flag=True, help="Fail (exit 1, nothing copied) when the image disagrees with the profile.")
+@click.option("--set-latest", is_flag=True, help="Move the moving tag to the import even when it exists.")
+@click.option("--no-check", "no_check", is_flag=True, help="Do not run the in-image check (no engine needed between registries).")
+@json_option
+@click.pass_context
+def cmd_import(ctx: click.Context, ref: str, name: str, strict: bool, set_latest: bool, no_check: bool, as_json: bool) -> None:
+    """Import a team's own image REF (a registry's, or the local engine's) under NAME's naming scheme."""
+    from ..tags.importer import ImportOptions, format_import, import_image, import_json
+    from ..tags.managed import resolve_managed
+
+    ws = workspace(ctx)
+    managed = resolve_managed(name, ws.matrix, ws.config)
+    options = ImportOptions(strict=strict, set_latest=set_latest, check=not no_check)
+    result = import_image(ref, managed, ws.matrix, ws.config, _engine_factory(), options, _stderr)
+    if as_json:
+        echo_json(import_json(result))
+        return
+    click.echo(format_import(result))
+    for note in result.notes:
+        click.echo(f"warning: {note}", err=True)

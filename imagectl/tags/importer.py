@@ -1,0 +1,336 @@
+"""``imagectl import``: take a team's own image into a managed repository, with history, rollback and promotion.
+
+1. **Read** the source's configuration without pulling where possible: a reference whose first component is
+   a registry host (``ghcr.io/team/img:1``, ``127.0.0.1:5000/x``, ``localhost/x``) is read through the
+   registry API (one manifest GET, one config blob GET); any other reference is a local engine image.
+2. **Check** what it really contains: the in-image check script of the *named profile* is rendered and run
+   in a throw-away container of the image (pulled into the engine first when it is only in a registry), with
+   the image's own ``python`` (else ``python3``).  A foreign image has no imagectl labels, so the report is
+   compared with the profile from the matrix (:func:`expectations_from_profile`), and the profiles whose
+   framework, version, CUDA and Python the report matches are listed (:func:`matching_profiles`).
+   Disagreements are warnings; with ``strict`` they fail the import (OperationError) before anything is
+   copied.  ``check=False`` skips this step (no engine needed between two registries).
+3. **Copy** it into ``[REGISTRY/]NAMESPACE/NAME`` under an immutable tag of the naming scheme: the profile's
+   versions, the time of the import, and as build key the hex of the source manifest digest (a local image:
+   of its first repository digest, else of its image id).  Registry to registry: :func:`copy_image` (blobs
+   mounted within one registry, streamed across registries, manifest bytes unchanged so the digest stays).
+   Local image to registry: tag and push.  No registry configured: a local tag.  A source imported before
+   (same key) is not copied again.
+4. **Move** the moving tag only when the repository has none yet (as a reused build does), or always with
+   ``set_latest``.  One Move with action ``import`` is logged: the moving tag's when it moved, else the
+   immutable tag's own (so the log still says who imported what, when).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ..build.check import Finding, compare, failed, parse_report
+from ..config import Config
+from ..errors import InputError, OperationError
+from ..matrix.model import Matrix, Profile
+from ..matrix.names import build_profile
+from ..reference import Reference, parse_reference
+from .history import short
+from .managed import ManagedRepository, open_tag_store
+from .moves import MoveResult, guarded_move
+from .naming import MOVING_TAG, immutable_tag, is_immutable
+from .store import Move, TagStore, now, who
+
+LineSink = Callable[[str], None]
+_SHOWN = 5  # disagreements spelled out in a note
+
+# Run the check script given as $1 with the image's python (a venv's on PATH first), else python3.
+_RUN_CHECK = ('for py in python python3; do if command -v "$py" >/dev/null 2>&1; then exec "$py" -c "$1"; fi; done; '
+              'echo "no python or python3 on the PATH of the image" >&2; exit 127')
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What the user asked for."""
+
+    strict: bool = False  # disagreements with the profile fail the import
+    set_latest: bool = False  # move the moving tag even when it exists
+    check: bool = True  # run the in-image check
+
+
+@dataclass(frozen=True)
+class SourceImage:
+    """The image to import as found: where, its digest (registry) or id (engine), labels, creation time."""
+
+    reference: Reference
+    in_registry: bool
+    digest: str
+    labels: Mapping[str, str]
+    created: str
+    key: str  # hex digits the immutable tag's key part is taken from
+
+
+@dataclass
+class ImportResult:
+    """What an import found and did."""
+
+    source: SourceImage
+    repository: str
+    tag: str = ""
+    digest: str = ""
+    checked: bool = False
+    report: Mapping[str, Any] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    matches: list[str] = field(default_factory=list)
+    reused: bool = False
+    copied: str = ""
+    move: MoveResult | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def disagreements(self) -> list[Finding]:
+        """The findings where the image disagrees with the profile (errors, not warnings)."""
+        return failed(self.findings)
+
+
+def names_registry(text: str) -> bool:
+    """Whether reference ``text`` names its registry (first component a host: has "." or ":" or is localhost)."""
+    first, sep, _ = text.partition("/")
+    return bool(sep) and ("." in first or ":" in first or first == "localhost")
+
+
+def expectations_from_profile(profile: Profile) -> dict[str, Any]:
+    """What an image of ``profile`` must contain, in the shape of :func:`imagectl.build.check.expectations`
+    (pure): the same dict the labels of a build of ``profile`` give."""
+    return {
+        "framework": profile.framework.name,
+        "version": profile.release.version,
+        "cuda": profile.variant.cuda,
+        "cudnn": profile.variant.cudnn or None,
+        "nccl": profile.variant.nccl or None,
+        "python": profile.python,
+        "packages": dict(profile.packages),
+    }
+
+
+def report_facts(report: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """(framework, release, CUDA major.minor, Python major.minor) a check report found ("" where unknown)."""
+    fw = report.get("framework") or {}
+    return (str(fw.get("name") or ""), str(fw.get("version") or "").split("+")[0], _minor(fw.get("cuda")) or "",
+            _minor(report.get("python")) or "")
+
+
+def profile_matches(profile: Profile, report: Mapping[str, Any]) -> bool:
+    """Whether the check ``report`` found ``profile``'s framework, release, CUDA build and Python (pure)."""
+    wanted = (profile.framework.name, profile.release.version, profile.variant.cuda, profile.python)
+    return report_facts(report) == wanted
+
+
+def matching_profiles(report: Mapping[str, Any], matrix: Matrix) -> list[str]:
+    """The profiles whose framework, release, CUDA build (major.minor) and Python the check ``report``
+    matches (pure); [] when it matches no profile of the matrix."""
+    name, version, cuda, python = report_facts(report)
+    fw = matrix.frameworks.get(name)
+    if fw is None or not version:
+        return []
+    found = []
+    for release in fw.releases:
+        if release.version != version or python not in release.python:
+            continue
+        newest = next(r for r in fw.releases if r.minor == release.minor) is release
+        for variant in release.variants:
+            if variant.cuda == cuda:
+                found.append(_profile_name(matrix, fw, release, variant, release.minor if newest else release.version, python))
+    return found
+
+
+def _profile_name(matrix: Matrix, fw: Any, release: Any, variant: Any, version: str, python: str) -> str:
+    try:
+        return build_profile(matrix, fw, release, variant, version, python=python).name
+    except InputError:  # no base image or OS Python for it: name the combination plainly
+        return f"{fw.name}-{version}-{fw.tag_of(variant.cuda)}-py{python}"
+
+
+def _minor(version: Any) -> str | None:
+    return ".".join(str(version).split(".")[:2]) if version else None
+
+
+def read_source(text: str, config: Config, make_engine: Callable[[], Any]) -> SourceImage:
+    """The source image ``text`` names, read without pulling (registry API, or the engine's inspect).
+
+    Raises ValidationError for a malformed reference, NotFoundError/AuthError/RegistryError from its
+    registry, OperationError when a local image does not exist, EngineError when the engine is unreachable.
+    """
+    ref = parse_reference(text)
+    if names_registry(text):
+        from ..registry.access import client_for
+
+        client = client_for(ref.domain, config)
+        manifest = client.get_manifest(ref.path, ref.digest or ref.tag or "latest")
+        image = client.get_image_config(ref.path, manifest)
+        created = image.created.isoformat() if image.created else ""
+        return SourceImage(ref, True, manifest.digest, dict(image.labels), created, manifest.digest.split(":")[-1])
+    info = make_engine().inspect(text)
+    if info is None:
+        raise OperationError(f"import: the local engine has no image {text} (to import from a registry, name it: "
+                             f"docker.io/{ref.path}, ghcr.io/..., HOST:PORT/...)")
+    key_from = info.repo_digests[0].rpartition("@")[2] if info.repo_digests else info.id
+    return SourceImage(ref, False, info.id, dict(info.labels), info.created, key_from.split(":")[-1])
+
+
+def check_script(profile: Profile, config: Config) -> str:
+    """The in-image check script of ``profile`` (the one its builds carry); raises TemplateError."""
+    from ..render.dockerfile import context_files
+
+    return context_files(profile, config)["imagectl-check.py"].decode()
+
+
+def run_foreign_check(engine: Any, image: str, script: str, network: str | None) -> dict[str, Any]:
+    """Run ``script`` in a throw-away container of ``image`` with its own Python; the parsed report.
+
+    Raises OperationError when the image has no shell or Python, or the script prints no report.
+    """
+    status, output = engine.run(image, ["sh", "-c", _RUN_CHECK, "imagectl-check", script], network)
+    if status != 0:
+        raise OperationError(f"import: the in-image check of {image} exited with status {status}: {output.strip()[-300:]}")
+    return parse_report(output)
+
+
+def import_image(text: str, managed: ManagedRepository, matrix: Matrix, config: Config, make_engine: Callable[[], Any],
+                 options: ImportOptions, log: LineSink) -> ImportResult:
+    """Import the image ``text`` into ``managed`` (steps in the module docstring).  ``make_engine`` returns the
+    engine; it is called only when one is needed, possibly more than once (return the same engine).
+
+    Raises OperationError when ``strict`` and the image disagrees with the profile (nothing copied),
+    ValidationError/InputError for bad input, RegistryError/EngineError when a copy or the check fails.
+    """
+    source = read_source(text, config, make_engine)
+    where = "registry" if source.in_registry else "local engine"
+    log(f"{text}: {short(source.digest)} in the {where}, created {source.created or 'at an unknown time'}")
+    result = ImportResult(source, managed.reference.familiar)
+    engine_image = _check(result, managed, matrix, config, make_engine(), log) if options.check else None
+    labelled = source.labels.get("imagectl.profile")
+    if labelled and labelled != managed.profile.name:
+        result.notes.append(f"its imagectl labels say it was built as {labelled}")
+    _judge(result, managed, options)
+    store = open_tag_store(managed.reference, config, make_engine)
+    existing = _imported_before(store, source.key)
+    if existing:
+        result.tag, result.digest, result.reused = existing, store.digest(existing) or "", True
+        log(f"{source.reference.familiar} was imported before as {existing}")
+    else:
+        result.tag = immutable_tag(managed.profile, source.key, datetime.now(timezone.utc))
+        result.digest, result.copied = _copy(source, managed.reference, result.tag, config, make_engine, engine_image, log)
+    result.move = _move_latest(store, result, options)
+    return result
+
+
+def _check(result: ImportResult, managed: ManagedRepository, matrix: Matrix, config: Config, engine: Any,
+           log: LineSink) -> str:
+    """Run the profile's check in the source image; fills the result's report, findings and matches.
+    Returns the engine's id of the image (pulled when it was only in a registry)."""
+    image = _local_copy(result.source, engine, log)
+    report = run_foreign_check(engine, image, check_script(managed.profile, config), config.build_network)
+    result.checked, result.report = True, report
+    result.findings = compare(expectations_from_profile(managed.profile), report)
+    result.matches = matching_profiles(report, matrix)
+    return image
+
+
+def _local_copy(source: SourceImage, engine: Any, log: LineSink) -> str:
+    """The engine's reference of the source image, pulled by digest when it is only in a registry."""
+    if not source.in_registry:
+        return source.digest
+    pinned = f"{source.reference.repository}@{source.digest}"
+    local = engine.inspect(pinned)
+    if local is None:
+        log(f"pulling {pinned} to run the in-image check")
+        local = engine.pull(pinned, log)
+    return str(local.id)
+
+
+def _judge(result: ImportResult, managed: ManagedRepository, options: ImportOptions) -> None:
+    """Notes on how the image compares with the matrix; raises OperationError when ``strict`` and it disagrees."""
+    if not result.checked:
+        result.notes.append("not checked (--no-check): what the image contains is unknown")
+        return
+    problems = [f"{f.what}: expected {f.expected or '-'}, found {f.actual or '-'}" for f in result.disagreements]
+    if not result.matches:
+        result.notes.append("the image matches no profile of the matrix (framework, version, CUDA and Python)")
+    elif not profile_matches(managed.profile, result.report):
+        result.notes.append(f"the image matches {', '.join(result.matches)}, not {managed.profile.name}")
+    if problems:
+        shown = "; ".join(problems[:_SHOWN]) + (f"; and {len(problems) - _SHOWN} more" if len(problems) > _SHOWN else "")
+        result.notes.append(f"{len(problems)} disagreements with {managed.profile.name}: {shown}")
+    if options.strict and (problems or not result.matches):
+        raise OperationError(f"import --strict: {result.source.reference.familiar} disagrees with {managed.profile.name}: "
+                             + "; ".join(problems[:_SHOWN] or result.notes[-1:]) + "; nothing imported")
+
+
+def _imported_before(store: TagStore, key: str) -> str | None:
+    suffix = f"-{key[:10]}"
+    return next((t for t in sorted(store.tags(), reverse=True) if is_immutable(t) and t.endswith(suffix)), None)
+
+
+def _copy(source: SourceImage, target: Reference, tag: str, config: Config, make_engine: Callable[[], Any],
+          engine_image: str | None, log: LineSink) -> tuple[str, str]:
+    """Put the source under ``target:tag``; (the digest it got, how it was copied)."""
+    if config.registry_url and source.in_registry:
+        return _registry_copy(source, target, tag, config, log)
+    engine = make_engine()
+    image = engine_image or _local_copy(source, engine, log)
+    engine.tag(image, target.familiar, tag)
+    if not config.registry_url:
+        return image, "tagged in the local engine"
+    log(f"pushing {target.familiar}:{tag}")
+    return engine.push(target.familiar, tag, log), "pushed from the local engine"
+
+
+def _registry_copy(source: SourceImage, target: Reference, tag: str, config: Config, log: LineSink) -> tuple[str, str]:
+    from ..registry.access import client_for
+    from ..registry.copy import Endpoint, copy_image
+
+    src = Endpoint(client_for(source.reference.domain, config), source.reference.path)
+    dst = Endpoint(src.client if source.reference.domain == target.domain else client_for(target.domain, config), target.path)
+    log(f"copying {source.reference.repository}@{short(source.digest)} to {target}:{tag}")
+    report = copy_image(src, source.digest, dst, tag)
+    how = f"registry copy: {len(report.mounted)} blobs mounted, {len(report.uploaded)} streamed, {len(report.skipped)} already there"
+    return report.digest, how
+
+
+def _move_latest(store: TagStore, result: ImportResult, options: ImportOptions) -> MoveResult | None:
+    """Move the moving tag when there is none yet or ``set_latest``; else log the import on the immutable tag."""
+    current = store.digest(MOVING_TAG)
+    if current is None or options.set_latest:
+        return guarded_move(store, MOVING_TAG, result.digest, result.tag, current, "import")
+    if current != result.digest:
+        result.notes.append(f"{MOVING_TAG} stays on {short(current)}; move it with 'imagectl rollback NAME --to {result.tag}' "
+                            "or import with --set-latest")
+    if not result.reused:
+        store.record(Move(tag=result.tag, to=result.digest, previous=None, action="import", when=now(), by=who(), to_tag=result.tag))
+    return None
+
+
+def format_import(result: ImportResult) -> str:
+    """The import's outcome as a few lines of text (the findings come first, one per line)."""
+    from ..build.check import format_findings
+
+    lines = [format_findings(result.findings)] if result.findings else []
+    verb = "already imported as" if result.reused else "imported as"
+    lines.append(f"{result.source.reference.familiar}: {verb} {result.repository}:{result.tag} ({short(result.digest)})")
+    if result.copied:
+        lines.append(f"  {result.copied}")
+    if result.move is not None:
+        lines.append(f"  {result.move.describe(result.repository)}")
+    return "\n".join(lines)
+
+
+def import_json(result: ImportResult) -> dict[str, Any]:
+    """``import --json``."""
+    return {
+        "source": result.source.reference.familiar, "source_digest": result.source.digest,
+        "repository": result.repository, "tag": result.tag, "digest": result.digest, "reused": result.reused,
+        "copied": result.copied, "checked": result.checked, "matches": result.matches,
+        "ok": result.checked and not result.disagreements,
+        "findings": [f.as_dict() for f in result.findings], "notes": result.notes,
+        "moved": bool(result.move and result.move.changed),
+    }

@@ -1,0 +1,126 @@
+"""imagectl import end to end: a team's own image (built with its own Dockerfile: no imagectl labels, no check
+script) from a registry or the local engine, checked in a container, copied under the naming scheme, then
+rolled back like a built image.  Checked with skopeo as an independent client."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import pytest
+
+from imagectl.errors import NotFoundError
+from imagectl.registry import Credentials, RegistryClient
+from tests.integration.conftest import login, shipped_pins
+from tests.integration.support.engine import push_to_registry
+from tests.integration.test_tags import skopeo_digest
+
+pytestmark = pytest.mark.integration
+
+PROFILE = "torch-2.3-cu121-py3.11"
+STANDIN = "imagectl-test/nvidia/cuda:12.1.1-runtime-ubuntu22.04"  # made by the mirror fixture
+TEAM_IMAGE = "imagectl-test/team-own:v1"
+
+
+@pytest.fixture(scope="session")
+def team_image(docker_client, mirror, wheel_index) -> str:
+    """A team's image made without imagectl: the stand-in CUDA base, a venv, torch and its pins from the index."""
+    pins = " ".join(f"{name}=={version}" for name, version in sorted(shipped_pins("torch-2.3-cu121").items()))
+    dockerfile = (f"FROM {STANDIN}\n"
+                  f"RUN python3 -m venv /opt/team && /opt/team/bin/pip install --no-cache-dir --index-url {wheel_index} {pins}\n"
+                  "ENV PATH=/opt/team/bin:$PATH\n")
+    image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), network_mode="host", rm=True)
+    image.tag(TEAM_IMAGE)
+    return TEAM_IMAGE
+
+
+def config(tmp_path, namespace: str, registry=None) -> None:
+    registry_line = f'url = "{registry.host}"\n' if registry is not None else ""
+    (tmp_path / "imagectl.toml").write_text(f'[registry]\n{registry_line}namespace = "{namespace}"\n\n[build]\nnetwork = "host"\n')
+
+
+def test_import_from_a_registry_then_roll_back(run_cli, tmp_path, docker_client, team_image, registry):
+    source, source_digest = push_to_registry(docker_client, team_image, registry.host, "team/own:v1")
+    config(tmp_path, "imp", registry)
+    repo = f"imp/{PROFILE}"
+
+    first = run_cli("import", source, "--name", PROFILE, "--json")
+    assert first.code == 0, first.err[-2000:]
+    report = json.loads(first.out)
+    assert report["checked"] and report["ok"] and report["matches"] == [PROFILE], report
+    assert {f["what"] for f in report["findings"]} >= {"torch version", "nccl loaded by torch", "pip nvidia-nccl-cu12"}
+    assert report["digest"] == source_digest and report["moved"]  # the manifest is copied unchanged
+    assert "mounted" in report["copied"] and "0 streamed" in report["copied"]
+    assert report["tag"].startswith("2.3.1-cu121-py3.11-") and report["tag"].endswith(source_digest[7:17])
+    assert skopeo_digest(registry.host, repo, "latest") == source_digest
+    assert skopeo_digest(registry.host, repo, report["tag"]) == source_digest
+
+    again = run_cli("import", source, "--name", PROFILE, "--json")
+    assert again.code == 0 and json.loads(again.out)["reused"] is True
+
+    # an image that is no torch image at all: said so, imported anyway (not --strict), latest moved on request
+    base, base_digest = push_to_registry(docker_client, STANDIN, registry.host, "team/base:v1")
+    other = run_cli("import", base, "--name", PROFILE, "--set-latest")
+    assert other.code == 0, other.err[-2000:]
+    assert "warning: the image matches no profile of the matrix" in other.err
+    assert skopeo_digest(registry.host, repo, "latest") == base_digest
+
+    rows = json.loads(run_cli("history", PROFILE, "--json").out)
+    assert [r["digest"] for r in rows if r["current"]] == [base_digest]
+    assert {m["action"] for r in rows for m in r["moves"]} == {"import"}
+    back = run_cli("rollback", PROFILE)
+    assert back.code == 0, back.err
+    assert skopeo_digest(registry.host, repo, "latest") == source_digest
+
+    strict = run_cli("import", source, "--name", "torch-2.3-cu118", "--strict")
+    assert strict.code == 1
+    assert "torch CUDA: expected 11.8, found 12.1" in strict.err and "nothing imported" in strict.err
+    with pytest.raises(NotFoundError):
+        RegistryClient(registry.host, insecure=True).list_tags("imp/torch-2.3-cu118")
+
+
+def test_import_across_registries_streams_the_blobs(run_cli, tmp_path, docker_client, team_image, registry, auth_registry, docker_config):
+    auth = {"username": auth_registry.username, "password": auth_registry.password}
+    source, source_digest = push_to_registry(docker_client, team_image, auth_registry.host, "team/own:v1", auth=auth)
+    config(tmp_path, "across", registry)
+    denied = run_cli("import", source, "--name", PROFILE, "--no-check")
+    assert denied.code == 1 and auth_registry.password not in denied.err + denied.out
+    login(docker_config, auth_registry)
+    result = run_cli("import", source, "--name", PROFILE, "--no-check", "--json")
+    assert result.code == 0, result.err[-2000:]
+    report = json.loads(result.out)
+    assert report["digest"] == source_digest and not report["checked"]
+    assert "0 blobs mounted" in report["copied"] and "streamed" in report["copied"]
+    assert skopeo_digest(registry.host, f"across/{PROFILE}", "latest") == source_digest
+    source_client = RegistryClient(auth_registry.host, insecure=True, credentials=Credentials(**auth))
+    assert source_client.head_manifest("team/own", "v1") == source_digest  # the source is left as it was
+
+
+def test_import_a_local_image(run_cli, tmp_path, docker_client, team_image, monkeypatch):
+    namespace = f"implocal{os.getpid()}"
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    config(tmp_path, namespace)
+    try:
+        result = run_cli("import", team_image, "--name", PROFILE, "--json")
+        assert result.code == 0, result.err[-2000:]
+        report = json.loads(result.out)
+        assert report["ok"] and report["copied"] == "tagged in the local engine"
+        image_id = docker_client.images.get(team_image).id
+        assert docker_client.images.get(f"{namespace}/{PROFILE}:latest").id == image_id == report["digest"]
+        rows = json.loads(run_cli("history", PROFILE, "--json").out)
+        assert [(r["tag"], r["current"]) for r in rows] == [(report["tag"], True)]
+    finally:
+        for tag in docker_client.images.get(team_image).tags:
+            if tag.startswith(f"{namespace}/"):
+                docker_client.images.remove(tag, noprune=True)
+
+
+def test_import_a_local_image_into_the_registry(run_cli, tmp_path, team_image, registry, docker_client):
+    config(tmp_path, "imppush", registry)
+    result = run_cli("import", team_image, "--name", PROFILE, "--json")
+    assert result.code == 0, result.err[-2000:]
+    report = json.loads(result.out)
+    assert report["ok"] and report["copied"] == "pushed from the local engine"
+    assert skopeo_digest(registry.host, f"imppush/{PROFILE}", report["tag"]) == report["digest"]
+    assert skopeo_digest(registry.host, f"imppush/{PROFILE}", "latest") == report["digest"]

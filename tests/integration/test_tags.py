@@ -1,0 +1,297 @@
+"""history, rollback, promote and prune against real registries (open, htpasswd, bearer token) and the local
+engine, checked with an independent client (skopeo), plus concurrent clients racing.
+
+The repositories are seeded with small real images (imagectl labels, immutable tags dated in January 2024)
+pushed through the registry client, each build moving ``latest`` and logging the move as ``build`` does.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import requests
+
+from imagectl.errors import InputError, OperationError
+from imagectl.reference import parse_reference
+from imagectl.registry import Credentials, RegistryClient
+from imagectl.tags.history import read_listing
+from imagectl.tags.moves import promote, rollback
+from imagectl.tags.prune import execute_prune, plan_prune
+from imagectl.tags.store import RegistryTagStore, move_tag
+from tests.integration.conftest import login
+from tests.integration.support.registry import make_sample_image, push_sample_image
+
+pytestmark = pytest.mark.integration
+
+PROFILE = "torch-2.3-cu121-py3.11"
+LABELS = {"imagectl.profile": PROFILE, "imagectl.framework": "torch", "imagectl.framework.version": "2.3.1",
+          "imagectl.cuda": "12.1", "imagectl.cudnn": "8.9.2.26", "imagectl.nccl": "2.20.5", "imagectl.python": "3.11"}
+
+
+def tag_of(day: int) -> str:
+    return f"2.3.1-cu121-py3.11-202401{day:02d}T120000-{day:010d}"
+
+
+def seed(client: RegistryClient, repo: str, days=(1, 2, 3, 4)) -> dict[int, str]:
+    """Push one small image per day under its immutable tag and move ``latest`` onto each in turn."""
+    store = RegistryTagStore(client, parse_reference(f"{client.host}/{repo}"))
+    digests = {}
+    for day in days:
+        image = make_sample_image({"layer.txt": f"{repo} built on day {day}\n".encode()}, labels=LABELS)
+        digests[day] = push_sample_image(client, repo, tag_of(day), image)
+        move_tag(store, "latest", digests[day], "build", tag_of(day))
+    return digests
+
+
+def config(tmp_path: Path, host: str, namespace: str) -> None:
+    (tmp_path / "imagectl.toml").write_text(f'[registry]\nurl = "{host}"\nnamespace = "{namespace}"\n')
+
+
+def skopeo_digest(host: str, repo: str, tag: str, server=None) -> str | None:
+    """The digest ``skopeo inspect`` sees for ``repo:tag`` (None when it has no such tag)."""
+    argv = ["skopeo", "inspect", "--tls-verify=false", f"docker://{host}/{repo}:{tag}"]
+    if server is not None and server.auth:
+        argv.insert(2, f"--creds={server.username}:{server.password}")
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    if proc.returncode != 0:
+        if "manifest unknown" in proc.stderr.lower() or "not found" in proc.stderr.lower():
+            return None
+        raise AssertionError(f"skopeo inspect failed: {proc.stderr[-500:]}")
+    return json.loads(proc.stdout)["Digest"]
+
+
+class RequestLog:
+    """Every HTTP request imagectl's registry client sends in this process while in the ``with``: (method, path)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self._patch = pytest.MonkeyPatch()
+
+    def __enter__(self) -> RequestLog:
+        original = requests.Session.request
+
+        def request(session, method, url, *args, **kwargs):
+            self.seen.append((method, urlsplit(url).path))
+            return original(session, method, url, *args, **kwargs)
+
+        self._patch.setattr(requests.Session, "request", request)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._patch.undo()
+
+    def count(self, method: str, path: str) -> int:
+        return sum(1 for m, p in self.seen if m == method and p == path)
+
+    def blob_requests(self) -> list[tuple[str, str]]:
+        return [(m, p) for m, p in self.seen if "/blobs/" in p]
+
+
+def test_history_rollback_promote_prune_against_the_registry(run_cli, tmp_path, registry):
+    repo = f"hist/{PROFILE}"
+    client = RegistryClient(registry.host, insecure=True)
+    digests = seed(client, repo)
+    config(tmp_path, registry.host, "hist")
+
+    history = run_cli("history", PROFILE, "--json")
+    assert history.code == 0, history.err
+    rows = json.loads(history.out)
+    assert [r["tag"] for r in rows] == [tag_of(d) for d in (4, 3, 2, 1)]
+    assert [r["current"] for r in rows] == [True, False, False, False]
+    assert rows[0]["digest"] == digests[4] and rows[0]["created"] and rows[0]["versions"]["nccl"] == "2.20.5"
+
+    with RequestLog() as log:
+        back = run_cli("rollback", PROFILE)
+    assert back.code == 0, back.err
+    assert f"-> {tag_of(3)}" in back.out
+    assert skopeo_digest(registry.host, repo, "latest") == digests[3]
+    # the move itself: one GET of the target's manifest and one PUT under latest; no blob touched at all
+    assert log.count("GET", f"/v2/{repo}/manifests/{digests[3]}") == 1
+    assert log.count("PUT", f"/v2/{repo}/manifests/latest") == 1
+    assert log.blob_requests() == []
+
+    promoted = run_cli("promote", PROFILE, "--channel", "stable", "--from", tag_of(1))
+    assert promoted.code == 0, promoted.err
+    assert skopeo_digest(registry.host, repo, "stable") == digests[1]
+    assert run_cli("rollback", PROFILE, "--to", digests[3][:19]).out.endswith("nothing to do\n")
+    refused = run_cli("rollback", PROFILE, "--to", "stable")
+    assert refused.code == 2 and tag_of(4) in refused.err
+
+    dry = run_cli("prune", PROFILE, "--keep", "1", "--dry-run")
+    assert dry.code == 0 and "delete (dry run)" in dry.out and tag_of(2) in dry.out
+    assert tag_of(2) in client.list_tags(repo)
+    pruned = run_cli("prune", PROFILE, "--keep", "1")
+    assert pruned.code == 0, pruned.err
+    assert sorted(client.list_tags(repo)) == sorted([tag_of(4), tag_of(3), tag_of(1), "latest", "stable", "imagectl-history"])
+    assert skopeo_digest(registry.host, repo, tag_of(2)) is None
+    assert skopeo_digest(registry.host, repo, "latest") == digests[3]
+
+    moves = json.loads(run_cli("history", PROFILE, "--moves", "--json").out)
+    assert [(m["tag"], m["action"], m["to_tag"]) for m in moves[:2]] == [("stable", "promote", tag_of(1)), ("latest", "rollback", tag_of(3))]
+    assert moves[1]["from_tag"] == tag_of(4) and "@" in moves[1]["by"]
+
+
+def test_a_second_machine_sees_the_same_history_and_can_roll_back(run_cli, tmp_path, registry, monkeypatch):
+    repo = f"machines/{PROFILE}"
+    digests = seed(RegistryClient(registry.host, insecure=True), repo)
+    config(tmp_path, registry.host, "machines")
+    assert run_cli("rollback", PROFILE, "--to", tag_of(2)).code == 0
+    first = json.loads(run_cli("history", PROFILE, "--json").out)
+
+    other = tmp_path / "other-machine"
+    other.mkdir()
+    config(other, registry.host, "machines")
+    monkeypatch.chdir(other)
+    monkeypatch.setenv("HOME", str(other))
+    monkeypatch.setenv("XDG_STATE_HOME", str(other / "state"))
+    assert json.loads(run_cli("history", PROFILE, "--json").out) == first
+    again = run_cli("rollback", PROFILE)  # the log says latest was on day 4 before the rollback
+    assert again.code == 0 and skopeo_digest(registry.host, repo, "latest") == digests[4]
+
+
+def test_registry_mode_does_not_load_the_docker_sdk(tmp_path, registry):
+    seed(RegistryClient(registry.host, insecure=True), f"nodocker/{PROFILE}", days=(1, 2))
+    config(tmp_path, registry.host, "nodocker")
+    code = ("import sys; from imagectl.cli import main; "
+            f"codes = [main(['history', '{PROFILE}']), main(['rollback', '{PROFILE}']), main(['prune', '{PROFILE}', '--keep', '5'])]; "
+            "print(codes, 'docker' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGECTL_")}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert proc.stdout.strip().splitlines()[-1] == "[0, 0, 0] False", proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["htpasswd", "token"])
+def test_tags_with_authentication(kind, run_cli, tmp_path, auth_registry, token_registry, docker_config):
+    server = auth_registry if kind == "htpasswd" else token_registry
+    repo = f"auth/{PROFILE}"
+    client = RegistryClient(server.host, insecure=True, credentials=Credentials(server.username, server.password))
+    digests = seed(client, repo, days=(1, 2, 3))
+    config(tmp_path, server.host, "auth")
+
+    denied = run_cli("rollback", PROFILE)
+    assert denied.code == 1 and "docker login" in denied.err and server.password not in denied.err + denied.out
+    login(docker_config, server)
+    back = run_cli("rollback", PROFILE)
+    assert back.code == 0, back.err
+    assert skopeo_digest(server.host, repo, "latest", server) == digests[2]
+    assert run_cli("promote", PROFILE, "--channel", "canary").code == 0
+    assert skopeo_digest(server.host, repo, "canary", server) == digests[2]
+    pruned = run_cli("prune", PROFILE, "--keep", "1", "--min-age-days", "0")
+    assert pruned.code == 0, pruned.err
+    assert skopeo_digest(server.host, repo, tag_of(1), server) is None
+    rows = json.loads(run_cli("history", PROFILE, "--json").out)
+    assert [(r["tag"], r["current"]) for r in rows] == [(tag_of(3), False), (tag_of(2), True)]
+    assert server.password not in json.dumps(rows)
+
+
+# --------------------------------------------------------------------------------------------- races
+
+
+def run_together(jobs: list[Callable[[], object]]) -> list[object]:
+    """Start ``jobs`` in threads at the same moment; their results or the exceptions they raised."""
+    barrier = threading.Barrier(len(jobs))
+    results: list[object] = [None] * len(jobs)
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = jobs[i]()
+        except Exception as exc:  # collected and judged by the test
+            results[i] = exc
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def assert_every_tag_on_a_whole_image(client: RegistryClient, repo: str) -> None:
+    """Every tag resolves to a manifest whose blobs are all there; latest exists."""
+    tags = client.list_tags(repo)
+    assert "latest" in tags
+    for tag in tags:
+        digest = client.head_manifest(repo, tag)
+        assert digest is not None, f"{tag} resolves to nothing"
+        manifest = client.get_manifest(repo, digest)
+        for blob in manifest.blobs():
+            assert client.blob_exists(repo, blob.digest), f"{tag}: blob {blob.digest} is gone"
+
+
+def test_racing_rollbacks_promotions_and_prunes_keep_every_pointer_valid(registry):
+    repo = f"race/{PROFILE}"
+    seeded = seed(RegistryClient(registry.host, insecure=True), repo, days=range(1, 11))
+    checker = RegistryClient(registry.host, insecure=True)
+
+    def store() -> RegistryTagStore:
+        return RegistryTagStore(RegistryClient(registry.host, insecure=True), parse_reference(f"{registry.host}/{repo}"))
+
+    def prune(keep: int) -> object:
+        s = store()
+        listing = read_listing(s)
+        plan = plan_prune(list(listing.immutable), set(listing.pointers.values()), keep, timedelta(0), datetime.now(timezone.utc))
+        return execute_prune(s, plan)
+
+    results = run_together([lambda: rollback(store(), to=tag_of(3)), lambda: rollback(store(), to=tag_of(5))])
+    assert not [r for r in results if isinstance(r, Exception)], results
+    assert checker.head_manifest(repo, "latest") in {seeded[3], seeded[5]}
+    assert_every_tag_on_a_whole_image(checker, repo)
+
+    for day in (8, 6, 4, 2):
+        results = run_together([lambda: prune(1), lambda d=day: rollback(store(), to=tag_of(d)),
+                                lambda d=day: promote(store(), "stable", tag_of(d))])
+        for r in results:  # a move may lose to the prune (its target deleted first): then it must say so
+            lost = isinstance(r, OperationError) and "no longer exists" in str(r) or isinstance(r, InputError) and "neither" in str(r)
+            assert not isinstance(r, Exception) or lost, r
+        assert_every_tag_on_a_whole_image(checker, repo)
+    assert len(checker.list_tags(repo)) >= 3  # newest, latest, history at least
+
+
+# --------------------------------------------------------------------------------------------- local engine
+
+
+def test_tags_in_the_local_engine(run_cli, tmp_path, docker_client, monkeypatch):
+    namespace = f"localtags{os.getpid()}"
+    repo = f"{namespace}/{PROFILE}"
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "imagectl.toml").write_text(f'[registry]\nnamespace = "{namespace}"\n')
+    ids = {}
+    try:
+        for day in (1, 2, 3):
+            dockerfile = f"FROM scratch\nLABEL imagectl.framework=torch imagectl.framework.version=2.3.1 day={day}\n"
+            image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), rm=True)
+            image.tag(repo, tag_of(day))
+            ids[day] = image.id
+        docker_client.images.get(ids[3]).tag(repo, "latest")
+
+        rows = json.loads(run_cli("history", PROFILE, "--json").out)
+        assert [(r["tag"], r["digest"], r["current"]) for r in rows] == [(tag_of(3), ids[3], True), (tag_of(2), ids[2], False), (tag_of(1), ids[1], False)]
+        back = run_cli("rollback", PROFILE)
+        assert back.code == 0, back.err
+        assert docker_client.images.get(f"{repo}:latest").id == ids[2]
+        assert run_cli("promote", PROFILE, "--channel", "stable", "--from", tag_of(1)).code == 0
+        assert docker_client.images.get(f"{repo}:stable").id == ids[1]
+        pruned = run_cli("prune", PROFILE, "--keep", "1", "--min-age-days", "0")
+        assert pruned.code == 0, pruned.err
+        assert "deleted 0" in pruned.out  # day 3 newest, day 2 latest, day 1 stable
+        assert run_cli("promote", PROFILE, "--channel", "stable", "--from", "latest").code == 0
+        assert run_cli("prune", PROFILE, "--keep", "1", "--min-age-days", "0").code == 0
+        tags = sorted(t.split(":", 1)[1] for t in docker_client.images.get(ids[2]).tags + docker_client.images.get(ids[3]).tags)
+        assert tags == sorted([tag_of(2), tag_of(3), "latest", "stable"])
+        moves = json.loads(run_cli("history", PROFILE, "--moves", "--json").out)
+        assert [m["action"] for m in moves] == ["promote", "promote", "rollback"]
+    finally:
+        for image in docker_client.images.list(name=repo):
+            for tag in image.tags:
+                docker_client.images.remove(tag, noprune=True)

@@ -1,0 +1,105 @@
+"""An in-memory tag store with a registry's semantics, for hermetic tests of history, moves and prune.
+
+Like CNCF distribution 2.x it cannot delete a tag alone: deleting a tag deletes its manifest and every tag
+pointing to it.  Like :class:`imagectl.tags.store.RegistryTagStore` it keeps the manifests it read or deleted,
+so ``point`` can put one back.  ``hooks[name]`` runs before operation ``name`` (to stage races).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+from imagectl.errors import NotFoundError
+from imagectl.reference import parse_reference
+from imagectl.tags.store import Move
+
+
+class FakeStore:
+    def __init__(self, repository: str = "registry.example.com/ml/torch-2.3-cu121") -> None:
+        self.repository = parse_reference(repository)
+        self.tag_map: dict[str, str] = {}
+        self.manifests: set[str] = set()
+        self.kept: set[str] = set()
+        self.log: list[Move] = []
+        self.label_map: dict[str, dict[str, str]] = {}
+        self.calls: list[tuple[str, ...]] = []
+        self.hooks: dict[str, Callable[..., None]] = {}
+
+    # -- setup helpers
+    def add(self, tag: str, digest: str) -> None:
+        self.manifests.add(digest)
+        self.tag_map[tag] = digest
+
+    def remove_manifest(self, digest: str) -> None:
+        """A manifest delete as distribution does it: every tag pointing to it goes too."""
+        self.manifests.discard(digest)
+        for tag in [t for t, d in self.tag_map.items() if d == digest]:
+            del self.tag_map[tag]
+
+    def _hook(self, name: str, *args: str) -> None:
+        self.calls.append((name, *args))
+        hook = self.hooks.pop(name, None)
+        if hook is not None:
+            hook(*args)
+
+    # -- the TagStore protocol
+    def tags(self) -> list[str]:
+        self._hook("tags")
+        return sorted(self.tag_map)
+
+    def digest(self, tag: str) -> str | None:
+        self._hook("digest", tag)
+        return self.tag_map.get(tag)
+
+    def exists(self, target: str) -> bool:
+        return target in self.manifests
+
+    def point(self, tag: str, target: str) -> None:
+        self._hook("point", tag, target)
+        if target not in self.manifests:
+            if target not in self.kept:
+                raise NotFoundError(f"no manifest {target}")
+            self.manifests.add(target)
+        self.kept.add(target)
+        self.tag_map[tag] = target
+
+    def delete(self, tag: str) -> None:
+        self._hook("delete", tag)
+        digest = self.tag_map.get(tag)
+        if digest is not None:
+            self.kept.add(digest)
+            self.remove_manifest(digest)
+
+    def labels(self, target: str) -> dict[str, str]:
+        if target not in self.manifests:
+            raise NotFoundError(target)
+        return self.label_map.get(target, {})
+
+    def created(self, target: str) -> str:
+        if target not in self.manifests:
+            raise NotFoundError(target)
+        return "2024-05-01T12:00:00+00:00"
+
+    def moves(self) -> list[Move]:
+        return list(self.log)
+
+    def record(self, move: Move) -> None:
+        self._hook("record", move.tag)
+        self.log.append(move)
+
+
+def digest_of(n: int) -> str:
+    return "sha256:" + f"{n:x}".rjust(64, "0")
+
+
+def tag_on(day: int, n: int | None = None) -> str:
+    """An immutable tag dated 2024-01-DAY."""
+    return f"2.3.1-cu121-py3.10-202401{day:02d}T120000-{(n if n is not None else day):010d}"
+
+
+def move(tag: str, to: str, previous: str | None, action: str = "build", to_tag: str | None = None) -> Move:
+    return Move(tag=tag, to=to, previous=previous, action=action, when="2024-01-31T00:00:00+00:00", by="test@host", to_tag=to_tag)
+
+
+NOW = datetime(2024, 2, 1, tzinfo=timezone.utc)

@@ -1,0 +1,176 @@
+"""Rollback and promotion: which image, the checks around the move, and what is logged."""
+
+from __future__ import annotations
+
+import pytest
+from tagfakes import FakeStore, digest_of, move, tag_on
+
+from imagectl.errors import InputError, OperationError, ValidationError
+from imagectl.tags.history import read_listing
+from imagectl.tags.moves import previous_target, promote, resolve_target, rollback
+
+
+def three_builds() -> FakeStore:
+    """Builds on days 1, 2, 3, each moving latest, logged."""
+    store = FakeStore()
+    previous = None
+    for d in (1, 2, 3):
+        store.add(tag_on(d), digest_of(d))
+        store.log.append(move("latest", digest_of(d), previous, to_tag=tag_on(d)))
+        previous = digest_of(d)
+    store.add("latest", digest_of(3))
+    return store
+
+
+def test_previous_is_where_the_log_says_latest_was_before_its_last_move():
+    store = three_builds()
+    store.tag_map["latest"] = digest_of(1)
+    store.log.append(move("latest", digest_of(1), digest_of(3), "rollback"))
+    target = previous_target(digest_of(1), store.log, read_listing(store))
+    assert target.tag == tag_on(3)  # a second rollback undoes the first
+
+
+def test_previous_without_a_log_is_the_newest_older_immutable_tag():
+    store = three_builds()
+    store.log.clear()
+    assert previous_target(digest_of(3), [], read_listing(store)).tag == tag_on(2)
+    assert previous_target(digest_of(2), [], read_listing(store)).tag == tag_on(1)
+
+
+def test_a_log_that_does_not_explain_the_current_tag_is_ignored():
+    store = three_builds()
+    store.tag_map["latest"] = digest_of(2)  # moved by someone outside imagectl (docker push)
+    assert previous_target(digest_of(2), store.log, read_listing(store)).tag == tag_on(1)
+
+
+def test_noop_moves_in_the_log_are_skipped():
+    store = three_builds()
+    store.log.append(move("latest", digest_of(3), digest_of(3)))  # a reused build logs a move onto itself
+    assert previous_target(digest_of(3), store.log, read_listing(store)).tag == tag_on(2)
+
+
+def test_previous_that_was_pruned_falls_back_to_tag_times():
+    store = three_builds()
+    store.remove_manifest(digest_of(2))
+    assert previous_target(digest_of(3), store.log, read_listing(store)).tag == tag_on(1)
+
+
+def test_nothing_to_roll_back_to():
+    store = FakeStore()
+    store.add(tag_on(1), digest_of(1))
+    store.add("latest", digest_of(1))
+    with pytest.raises(OperationError, match="no earlier immutable image"):
+        previous_target(digest_of(1), [], read_listing(store))
+    with pytest.raises(OperationError, match="does not exist yet"):
+        previous_target(None, [], read_listing(FakeStore()))
+
+
+def test_resolve_target_by_tag_digest_and_prefix():
+    listing = read_listing(three_builds())
+    assert resolve_target(tag_on(2), listing).digest == digest_of(2)
+    assert resolve_target(digest_of(1), listing).tag == tag_on(1)
+    store = FakeStore()
+    store.add(tag_on(1), "sha256:" + "a" * 64)
+    store.add(tag_on(2), "sha256:" + "a" * 12 + "b" * 52)
+    store.add(tag_on(3), "sha256:" + "c" * 64)
+    listing = read_listing(store)
+    assert resolve_target("sha256:" + "c" * 12, listing).tag == tag_on(3)
+    with pytest.raises(InputError, match="ambiguous"):
+        resolve_target("sha256:" + "a" * 12, listing)
+    with pytest.raises(InputError, match="is not the digest"):
+        resolve_target("sha256:" + "c" * 8, listing)  # too short to be a prefix
+
+
+def test_resolve_target_refuses_anything_else_with_the_choices():
+    listing = read_listing(three_builds())
+    for bad in ("latest", "nope", "sha256:" + "f" * 64, "sha256:00", tag_on(9)):
+        with pytest.raises(InputError) as caught:
+            resolve_target(bad, listing, "reg/ml/torch")
+        assert tag_on(3) in str(caught.value) and "choose one of" in str(caught.value)
+
+
+def test_rollback_moves_latest_with_one_point_and_logs_it():
+    store = three_builds()
+    store.calls.clear()
+    result = rollback(store)
+    assert result.changed and result.previous == digest_of(3) and result.target == digest_of(2)
+    assert store.tag_map["latest"] == digest_of(2)
+    assert [c for c in store.calls if c[0] == "point"] == [("point", "latest", digest_of(2))]
+    logged = store.log[-1]
+    assert (logged.tag, logged.action, logged.previous, logged.to, logged.to_tag) == ("latest", "rollback", digest_of(3), digest_of(2), tag_on(2))
+
+
+def test_rollback_to_where_it_points_is_a_noop():
+    store = three_builds()
+    before = len(store.log)
+    result = rollback(store, to=tag_on(3))
+    assert not result.changed and "nothing to do" in result.describe("reg/ml/torch")
+    assert len(store.log) == before and not [c for c in store.calls if c[0] == "point"]
+
+
+def test_rollback_to_a_target_deleted_meanwhile_leaves_latest():
+    store = three_builds()
+    store.hooks["point"] = lambda tag, target: store.remove_manifest(target)  # a prune wins the race
+    with pytest.raises(OperationError, match="no longer exists"):
+        rollback(store, to=tag_on(1))
+    assert store.tag_map["latest"] == digest_of(3)
+
+
+def test_rollback_puts_latest_back_when_a_concurrent_delete_takes_it_down():
+    store = three_builds()
+    real_point = store.point
+    points = []
+
+    def point_then_pruned(tag: str, target: str) -> None:
+        real_point(tag, target)
+        points.append(target)
+        if len(points) == 1:  # a prune deletes the target's manifest right after the PUT: latest goes with it
+            store.remove_manifest(target)
+
+    store.point = point_then_pruned  # type: ignore[method-assign]
+    result = rollback(store, to=tag_on(1))
+    assert points == [digest_of(1), digest_of(1)]
+    assert result.note == "put back after a concurrent delete"
+    assert store.tag_map["latest"] == digest_of(1) and digest_of(1) in store.manifests
+
+
+def test_promote_from_latest_a_tag_and_another_channel():
+    store = three_builds()
+    assert promote(store, "stable").target == digest_of(3)
+    assert promote(store, "canary", tag_on(1)).target == digest_of(1)
+    assert promote(store, "stable", "canary").target == digest_of(1)
+    assert [m.action for m in store.log[-3:]] == ["promote"] * 3
+    assert store.tag_map["stable"] == digest_of(1) and store.tag_map["latest"] == digest_of(3)
+
+
+def test_promote_refuses_bad_channels_and_sources():
+    store = three_builds()
+    for channel in ("latest", "Stable", tag_on(1), ""):
+        with pytest.raises(ValidationError):
+            promote(store, channel)
+    with pytest.raises(InputError, match="no such tag"):
+        promote(store, "stable", "nightly")
+    with pytest.raises(OperationError, match="nothing to promote"):
+        promote(FakeStore(), "stable")
+
+
+def test_the_usual_rollback_reads_no_tag_listing():
+    store = three_builds()
+    store.calls.clear()
+    rollback(store)
+    assert ("tags",) not in store.calls
+    assert [c for c in store.calls if c[0] == "digest"] == [("digest", "latest"), ("digest", tag_on(2)), ("digest", "latest")]
+    store.calls.clear()
+    rollback(store, to=tag_on(1))
+    assert ("tags",) not in store.calls
+    store.calls.clear()
+    rollback(store, to=digest_of(3))  # a digest needs the listing to know it is an immutable image
+    assert ("tags",) in store.calls and store.tag_map["latest"] == digest_of(3)
+
+
+def test_a_log_naming_a_retagged_previous_image_falls_back_to_the_listing():
+    store = three_builds()
+    del store.tag_map[tag_on(2)]
+    store.add(tag_on(9, 2), digest_of(2))  # the day-2 image now only has another immutable tag
+    result = rollback(store)
+    assert result.target == digest_of(2) and result.target_tag == tag_on(9, 2)

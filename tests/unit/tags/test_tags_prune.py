@@ -1,0 +1,113 @@
+"""plan_prune (pure) and execute_prune against an in-memory store with registry semantics."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from tagfakes import NOW, FakeStore, digest_of, tag_on
+
+from imagectl.tags.history import TagInfo, read_listing
+from imagectl.tags.naming import tag_time
+from imagectl.tags.prune import Deletion, execute_prune, plan_prune
+
+
+def info(day: int, digest: int | None = None) -> TagInfo:
+    tag = tag_on(day)
+    return TagInfo(tag, digest_of(digest if digest is not None else day), tag_time(tag))
+
+
+def decisions(plan: list[Deletion]) -> dict[str, bool]:
+    return {d.tag: d.delete for d in plan}
+
+
+def test_keeps_the_newest_n_and_deletes_the_rest():
+    tags = [info(d) for d in (1, 2, 3, 4, 5)]
+    plan = plan_prune(tags, set(), keep=2, min_age=timedelta(0), now=NOW)
+    assert [d.tag for d in plan] == [tag_on(d) for d in (5, 4, 3, 2, 1)]  # newest first
+    assert decisions(plan) == {tag_on(5): False, tag_on(4): False, tag_on(3): True, tag_on(2): True, tag_on(1): True}
+    assert plan[0].reason == "one of the newest 2"
+    assert "older than the newest 2" in plan[2].reason
+
+
+def test_never_deletes_a_pointed_image():
+    tags = [info(d) for d in (1, 2, 3)]
+    plan = plan_prune(tags, {digest_of(1)}, keep=1, min_age=timedelta(0), now=NOW)
+    assert decisions(plan) == {tag_on(3): False, tag_on(2): True, tag_on(1): False}
+    assert plan[2].reason == "a moving tag or channel points to its image"
+
+
+def test_never_deletes_a_tag_younger_than_min_age():
+    tags = [info(d) for d in (1, 20, 30)]  # NOW is 2024-02-01
+    plan = plan_prune(tags, set(), keep=0, min_age=timedelta(days=7), now=NOW)
+    assert decisions(plan) == {tag_on(30): False, tag_on(20): True, tag_on(1): True}
+    assert plan[0].reason == "younger than 7 days"
+
+
+def test_a_shared_image_goes_only_with_all_its_tags():
+    # day 3 (kept) and day 1 (beyond keep) share one image: deleting the manifest would delete day 3 too
+    tags = [info(3, digest=9), info(2), info(1, digest=9)]
+    plan = plan_prune(tags, set(), keep=1, min_age=timedelta(0), now=NOW)
+    assert decisions(plan) == {tag_on(3): False, tag_on(2): True, tag_on(1): False}
+    assert plan[2].reason == f"its image is shared with kept tag {tag_on(3)}"
+
+
+def test_keep_zero_and_nothing_to_do():
+    assert plan_prune([], set(), keep=0, min_age=timedelta(0), now=NOW) == []
+    assert all(d.delete for d in plan_prune([info(1), info(2)], set(), keep=0, min_age=timedelta(0), now=NOW))
+    with pytest.raises(ValueError):
+        plan_prune([], set(), keep=-1, min_age=timedelta(0), now=NOW)
+
+
+def seeded(days=(1, 2, 3, 4)) -> FakeStore:
+    store = FakeStore()
+    for d in days:
+        store.add(tag_on(d), digest_of(d))
+    store.add("latest", digest_of(days[-1]))
+    return store
+
+
+def plan_for(store: FakeStore, keep: int) -> list[Deletion]:
+    listing = read_listing(store)
+    return plan_prune(list(listing.immutable), set(listing.pointers.values()), keep, timedelta(0), NOW)
+
+
+def test_execute_deletes_what_the_plan_says():
+    store = seeded()
+    report = execute_prune(store, plan_for(store, keep=2))
+    assert sorted(report.deleted) == [tag_on(1), tag_on(2)]
+    assert sorted(store.tag_map) == sorted([tag_on(3), tag_on(4), "latest"])
+    assert not report.failed and not report.restored
+
+
+def test_execute_skips_an_image_a_pointer_moved_onto_after_the_plan():
+    store = seeded()
+    plan = plan_for(store, keep=2)
+    store.tag_map["stable"] = digest_of(1)  # a promotion between plan and execution
+    report = execute_prune(store, plan)
+    assert report.deleted == [tag_on(2)]
+    assert report.skipped == [(tag_on(1), "stable now points to its image")]
+    assert store.tag_map["stable"] == digest_of(1) and digest_of(1) in store.manifests
+
+
+def test_execute_puts_back_a_pointer_that_moved_onto_the_image_during_the_delete():
+    store = seeded()
+    plan = plan_for(store, keep=3)  # deletes day 1 only
+
+    def rollback_meanwhile(tag: str) -> None:  # after prune's check, before its delete
+        store.tag_map["latest"] = digest_of(1)
+
+    store.hooks["delete"] = rollback_meanwhile
+    report = execute_prune(store, plan)
+    assert report.deleted == [tag_on(1)]
+    assert report.restored == ["latest"]
+    assert store.tag_map["latest"] == digest_of(1) and digest_of(1) in store.manifests
+
+
+def test_execute_skips_a_new_immutable_tag_on_the_same_image():
+    store = seeded()
+    plan = plan_for(store, keep=2)
+    store.add(tag_on(9), digest_of(1))  # a build made meanwhile produced the very same image
+    report = execute_prune(store, plan)
+    assert tag_on(1) in [t for t, _ in report.skipped]
+    assert store.tag_map[tag_on(9)] == digest_of(1)
