@@ -27,7 +27,8 @@ from ..reference import Reference, parse_reference
 from ..render.context import base_reference
 from ..resources import template_files
 from ..tags.naming import MOVING_TAG, immutable_tag, repository
-from ..tags.store import EngineTagStore, RegistryTagStore, TagStore, move_tag
+from ..tags.managed import open_tag_store
+from ..tags.store import RegistryTagStore, TagStore, move_tag
 from .base import resolve_base_digest
 from .check import Finding, compare, expectations, failed, format_findings, parse_report
 from .engine import Engine, LineSink
@@ -95,21 +96,12 @@ def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOp
     added = context_files_on_disk(config.context_dirs)
     key = build_key(files, base_digest, config.build_args, file_digests(added))
     repo = repository(repository_name(profile, options), config)
-    store = open_store(repo, config, engine)
+    store = open_tag_store(repo, config, lambda: engine)
     result = None if options.force else _reuse(profile, key, repo, store, engine, options, log)
     if result is None:
         result = _build(profile, files, added, key, repo, store, config, engine, options, log)
     result.seconds = round(time.monotonic() - started, 1)
     return result
-
-
-def open_store(repo: Reference, config: Config, engine: Engine) -> TagStore:
-    """The registry store when a registry is configured, else the local engine's."""
-    if config.registry_url:
-        from ..registry.access import client_for
-
-        return RegistryTagStore(client_for(repo.domain, config), repo)
-    return EngineTagStore(engine, repo)
 
 
 def _reuse(profile: Profile, key: str, repo: Reference, store: TagStore, engine: Engine,
