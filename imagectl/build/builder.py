@@ -28,7 +28,8 @@ from ..render.context import base_reference
 from ..resources import template_files
 from ..tags.naming import MOVING_TAG, immutable_tag, repository
 from ..tags.managed import open_tag_store
-from ..tags.store import RegistryTagStore, TagStore, move_tag
+from ..tags.moves import MoveResult, guarded_move
+from ..tags.store import RegistryTagStore, TagStore
 from .base import resolve_base_digest
 from .check import Finding, compare, expectations, failed, format_findings, parse_report
 from .engine import Engine, LineSink
@@ -119,7 +120,7 @@ def _reuse(profile: Profile, key: str, repo: Reference, store: TagStore, engine:
     result = BuildResult(repo.path.rsplit("/", 1)[-1], "reused", tag, target)
     current = store.digest(MOVING_TAG)
     if current is None:
-        move_tag(store, MOVING_TAG, target, "build", tag)
+        _note(result, guarded_move(store, MOVING_TAG, target, tag, None, "build"))
     elif current != target:
         result.notes.append(f"{MOVING_TAG} stays on {current[:19]} (a rollback or newer build); --force rebuilds and moves it")
     return result
@@ -142,11 +143,17 @@ def _build(profile: Profile, files: dict[str, bytes], added: dict[str, Path], ke
     if config.registry_url:
         log(f"pushing {repo.familiar}:{tag}")
         target = engine.push(repo.familiar, tag, log)
-    move_tag(store, MOVING_TAG, target, "build", tag)
+    moved = guarded_move(store, MOVING_TAG, target, tag, store.digest(MOVING_TAG), "build")
     if config.registry_url:
         engine.tag(image_id, repo.familiar, MOVING_TAG)
     info = engine.inspect(image_id)
-    return BuildResult(repo.path.rsplit("/", 1)[-1], "built", tag, target, info.size if info else 0)
+    return _note(BuildResult(repo.path.rsplit("/", 1)[-1], "built", tag, target, info.size if info else 0), moved)
+
+
+def _note(result: BuildResult, moved: MoveResult) -> BuildResult:
+    if moved.note:
+        result.notes.append(f"{MOVING_TAG}: {moved.note}")
+    return result
 
 
 def check_findings(engine: Engine, image: str, labels: dict[str, str], network: str | None, gpu: bool) -> list[Finding]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import InputError, NotFoundError, OperationError
+from ..errors import ImagectlError, InputError, NotFoundError, OperationError
 from ..reference import check_tag
 from .history import TagInfo, TagListing, read_listing, short
 from .naming import MOVING_TAG, check_channel, is_immutable, tag_time
@@ -188,7 +188,10 @@ def guarded_move(store: TagStore, tag: str, target: str, target_tag: str | None,
         raise OperationError(f"{target_tag or 'image'} ({short(target)}) no longer exists (deleted by a concurrent "
                              f"prune?); {tag} stays on {short(current)}") from None
     note = _read_back(store, tag, target)
-    store.record(Move(tag=tag, to=target, previous=current, action=action, when=now(), by=who(), to_tag=target_tag))
+    try:
+        store.record(Move(tag=tag, to=target, previous=current, action=action, when=now(), by=who(), to_tag=target_tag))
+    except ImagectlError as exc:  # the move is done: a lost log entry must not report it as failed
+        note = "; ".join(filter(None, [note, f"moved, but the move log could not be written: {exc}"]))
     return MoveResult(tag, current, target, target_tag, changed=True, note=note)
 
 

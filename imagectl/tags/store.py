@@ -296,13 +296,3 @@ def _parse_moves(text: str, where: str) -> list[Move]:
         return [Move(**{k: v for k, v in item.items() if k in _MOVE_FIELDS}) for item in items]
     except (ValueError, TypeError, AttributeError) as exc:
         raise OperationError(f"{where}: unreadable move log ({exc})") from None
-
-
-def move_tag(store: TagStore, tag: str, target: str, action: str, to_tag: str | None = None) -> Move:
-    """Point ``tag`` at ``target`` and log the move; a tag already there is logged but not rewritten."""
-    previous = store.digest(tag)
-    if previous != target:
-        store.point(tag, target)
-    move = Move(tag=tag, to=target, previous=previous, action=action, when=now(), by=who(), to_tag=to_tag)
-    store.record(move)
-    return move
