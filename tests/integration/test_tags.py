@@ -27,7 +27,8 @@ from imagectl.registry import Credentials, RegistryClient
 from imagectl.tags.history import read_listing
 from imagectl.tags.moves import promote, rollback
 from imagectl.tags.prune import execute_prune, plan_prune
-from imagectl.tags.store import RegistryTagStore, move_tag
+from imagectl.tags.moves import guarded_move
+from imagectl.tags.store import RegistryTagStore
 from tests.integration.conftest import login
 from tests.integration.support.registry import make_sample_image, push_sample_image
 
@@ -49,7 +50,7 @@ def seed(client: RegistryClient, repo: str, days=(1, 2, 3, 4)) -> dict[int, str]
     for day in days:
         image = make_sample_image({"layer.txt": f"{repo} built on day {day}\n".encode()}, labels=LABELS)
         digests[day] = push_sample_image(client, repo, tag_of(day), image)
-        move_tag(store, "latest", digests[day], "build", tag_of(day))
+        guarded_move(store, "latest", digests[day], tag_of(day), store.digest("latest"), "build")
     return digests
 
 
