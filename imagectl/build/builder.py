@@ -111,8 +111,7 @@ def _reuse(profile: Profile, key: str, repo: Reference, store: TagStore, engine:
     if isinstance(store, RegistryTagStore):
         tag = next((t for t in store.tags() if t.endswith(suffix)), None)
     else:
-        local = [t.split(":")[-1] for info in engine.find_by_label(KEY_LABEL, key) for t in info.tags if t.startswith(f"{repo.familiar}:")]
-        tag = next((t for t in local if t.endswith(suffix)), None)
+        tag = _local_tag_with_key(engine, repo, key)
     if tag is None:
         return None
     target = store.digest(tag) or ""
@@ -124,6 +123,16 @@ def _reuse(profile: Profile, key: str, repo: Reference, store: TagStore, engine:
     elif current != target:
         result.notes.append(f"{MOVING_TAG} stays on {current[:19]} (a rollback or newer build); --force rebuilds and moves it")
     return result
+
+
+def _local_tag_with_key(engine: Engine, repo: Reference, key: str) -> str | None:
+    """The local immutable tag of ``repo`` whose image has build key ``key``: the moving tag's image is asked
+    first (one inspect: the usual case of an unchanged profile), then every image with that label."""
+    current = engine.inspect(f"{repo.familiar}:{MOVING_TAG}")
+    candidates = [current] if current and current.labels.get(KEY_LABEL) == key else engine.find_by_label(KEY_LABEL, key)
+    prefix = f"{repo.familiar}:"
+    tags = [t[len(prefix):] for info in candidates for t in info.tags if t.startswith(prefix)]
+    return next((t for t in tags if t.endswith(f"-{key[:10]}")), None)
 
 
 def _build(profile: Profile, files: dict[str, bytes], added: dict[str, Path], key: str, repo: Reference,

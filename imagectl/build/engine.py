@@ -56,6 +56,18 @@ def _info(attrs: Mapping[str, Any]) -> ImageInfo:
     )
 
 
+def _summary_info(item: Mapping[str, Any]) -> ImageInfo:
+    """An ImageInfo from an entry of the engine's image list (not an inspect)."""
+    return ImageInfo(
+        id=item["Id"],
+        tags=tuple(t for t in item.get("RepoTags") or () if t != "<none>:<none>"),
+        repo_digests=tuple(item.get("RepoDigests") or ()),
+        labels=dict(item.get("Labels") or {}),
+        size=int(item.get("Size") or 0),
+        created=str(item.get("Created") or ""),
+    )
+
+
 class DockerEngine:
     """:class:`Engine` over the Docker SDK, against ``DOCKER_HOST`` or the default socket."""
 
@@ -73,8 +85,9 @@ class DockerEngine:
         self.api = self._client.api
 
     def find_by_label(self, key: str, value: str) -> list[ImageInfo]:
-        """Local images labelled ``key=value`` (one API call)."""
-        return [_info(i.attrs) for i in self._call(self._client.images.list, filters={"label": f"{key}={value}"})]
+        """Local images labelled ``key=value`` (one API call: the image list, no inspect per image)."""
+        found = self._call(self.api.images, filters={"label": f"{key}={value}"})
+        return [_summary_info(item) for item in found]
 
     def list_tags(self, repository: str) -> list[str]:
         """The local tags of ``repository`` (familiar name), without the repository part."""
