@@ -50,8 +50,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from imagectl.reference import parse_reference
 from imagectl.registry import Manifest, RegistryClient
-from imagectl.tags.moves import rollback
-from imagectl.tags.store import RegistryTagStore, move_tag
+from imagectl.tags.moves import guarded_move, rollback
+from imagectl.tags.store import RegistryTagStore
 from tests.integration.support.registry import start_registry
 
 PROFILE = "torch-2.3-cu121-py3.11"
@@ -307,7 +307,7 @@ class Setup:
     def reset(self) -> None:
         """latest back on cur and logged as a build (so the log explains where it points), not measured."""
         store = RegistryTagStore(self.client, parse_reference(f"{self.client.host}/{self.repo}"))
-        move_tag(store, "latest", self.digests["cur"], "build", self.tags["cur"])
+        guarded_move(store, "latest", self.digests["cur"], self.tags["cur"], store.digest("latest"), "build")
 
     def check(self) -> None:
         """latest is the prev image: the same manifest, or (docker push rewrites it) the same config."""
@@ -326,7 +326,7 @@ def prepare(proxy: CountingProxy, registry_host: str, size: int, label: str, roo
     for name in ("prev", "cur"):
         print(f"  pushing {size // 2**20} MiB image {name}", file=sys.stderr, flush=True)
         digests[name] = push_image(direct, repo, tags[name], size, root)
-        move_tag(store, "latest", digests[name], "build", tags[name])
+        guarded_move(store, "latest", digests[name], tags[name], store.digest("latest"), "build")
     workdir = root / f"work{label}"
     workdir.mkdir()
     (workdir / "imagectl.toml").write_text(f'[registry]\nurl = "{proxy.host}"\nnamespace = "{NAMESPACE}{label}"\n')
