@@ -16,17 +16,11 @@ from .app import echo_json, json_option, workspace
 
 
 def _engine_factory() -> Callable[[], Any]:
-    """A factory that makes the Docker engine on first call and then returns the same one."""
-    made: list[Any] = []
+    """A factory returning one engine that connects on first use (registry-only work never loads Docker)."""
+    from ..build.engine import LazyEngine
 
-    def make() -> Any:
-        if not made:
-            from ..build.engine import DockerEngine
-
-            made.append(DockerEngine())
-        return made[0]
-
-    return make
+    engine = LazyEngine()
+    return lambda: engine
 
 
 def _open(ctx: click.Context, name: str) -> tuple[Any, Any]:
