@@ -3,15 +3,12 @@ that replaces the shipped one, and a scratch git repository."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,16 +17,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 RECORDED = FIXTURES / "pypi" / "torch-wheels.json"
 
 
-def _load_server() -> ModuleType:
-    path = FIXTURES / "pypi" / "server.py"
-    spec = importlib.util.spec_from_file_location("imagectl_pypi_fixture_server", path)
-    assert spec is not None and spec.loader is not None
-    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
-    spec.loader.exec_module(module)
-    return module
-
-
-SERVER = _load_server()
+from tests.fixtures.pypi import server as SERVER  # noqa: E402
 
 
 def metadata_text(name: str, version: str, requires_dist: list[str], requires_python: str | None = None) -> str:

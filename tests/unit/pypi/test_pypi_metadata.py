@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import random
-import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from packaging.requirements import Requirement
@@ -35,15 +32,7 @@ META10 = (FIXTURES / "index" / "files" / "demo_pkg-1.0-py3-none-any.whl.metadata
 FAST = IndexSettings(timeout=5.0, retries=2, backoff=0.0)
 
 
-def _load_server() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("imagectl_pypi_fixture_server", FIXTURES / "server.py")
-    assert spec is not None and spec.loader is not None
-    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
-    spec.loader.exec_module(module)
-    return module
-
-
-SERVER = _load_server()
+from tests.fixtures.pypi import server as SERVER  # noqa: E402
 
 
 @pytest.fixture

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import socket
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -24,16 +20,7 @@ from imagectl.pypi import (
 )
 
 
-def _load_server() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "fixtures" / "pypi" / "server.py"
-    spec = importlib.util.spec_from_file_location("imagectl_pypi_fixture_server", path)
-    assert spec is not None and spec.loader is not None
-    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
-    spec.loader.exec_module(module)
-    return module
-
-
-SERVER = _load_server()
+from tests.fixtures.pypi import server as SERVER  # noqa: E402
 FAST = IndexSettings(timeout=5.0, retries=2, backoff=0.0)
 
 
