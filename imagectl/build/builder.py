@@ -77,13 +77,6 @@ class BuildResult:
     notes: list[str] = field(default_factory=list)
 
 
-def context_files(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """:func:`imagectl.render.dockerfile.context_files`, importing Jinja only when a context is rendered."""
-    from ..render.dockerfile import context_files as render
-
-    return render(*args, **kwargs)
-
-
 def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOptions, log: LineSink) -> BuildResult:
     """Build (or reuse) one profile end to end; raises BuildError naming the failing step."""
     started = time.monotonic()
@@ -91,9 +84,12 @@ def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOp
     base = base_reference(profile, config, base=user_base)
     log(f"base image {base}")
     base_digest = resolve_base_digest(base, config, engine)
-    files = cached("context", template_files(config),
-                   lambda: context_files(profile, config, base_digest=base_digest, extras=options.extras, base_image=user_base),
-                   extra=repr((profile, config, base_digest, options.extras, user_base)))
+    def render() -> dict[str, bytes]:  # imports Jinja only when the context is not cached
+        from ..render.dockerfile import context_files
+
+        return context_files(profile, config, base_digest=base_digest, extras=options.extras, base_image=user_base)
+
+    files = cached("context", template_files(config), render, extra=repr((profile, config, base_digest, options.extras, user_base)))
     added = context_files_on_disk(config.context_dirs)
     key = build_key(files, base_digest, config.build_args, file_digests(added))
     repo = repository(repository_name(profile, options), config)
@@ -153,10 +149,15 @@ def _build(profile: Profile, files: dict[str, bytes], added: dict[str, Path], ke
         log(f"pushing {repo.familiar}:{tag}")
         target = engine.push(repo.familiar, tag, log)
     moved = guarded_move(store, MOVING_TAG, target, tag, store.digest(MOVING_TAG), "build")
-    if config.registry_url:
-        engine.tag(image_id, repo.familiar, MOVING_TAG)
-    info = engine.inspect(image_id)
-    return _note(BuildResult(repo.path.rsplit("/", 1)[-1], "built", tag, target, info.size if info else 0), moved)
+    result = _note(BuildResult(repo.path.rsplit("/", 1)[-1], "built", tag, target), moved)
+    try:  # the registry's moving tag has moved: the local copy is a convenience, not a reason to fail
+        if config.registry_url:
+            engine.tag(image_id, repo.familiar, MOVING_TAG)
+        info = engine.inspect(image_id)
+        result.size = info.size if info else 0
+    except ImagectlError as exc:
+        result.notes.append(f"local tag {MOVING_TAG} not updated: {exc}")
+    return result
 
 
 def _note(result: BuildResult, moved: MoveResult) -> BuildResult:

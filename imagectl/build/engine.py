@@ -183,13 +183,13 @@ class DockerEngine:
 
     def run(self, image: str, command: list[str], network: str | None = None, gpus: bool = False) -> tuple[int, str]:
         """Run ``command`` in a throw-away container; returns (exit status, stdout+stderr)."""
-        requests = None
+        device_requests = None
         if gpus:
             import docker.types
 
-            requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+            device_requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
         container = self._call(self._client.containers.create, image, command, network_mode=network or None,
-                               device_requests=requests, detach=True)
+                               device_requests=device_requests, detach=True)
         try:
             container.start()
             status = container.wait(timeout=600)

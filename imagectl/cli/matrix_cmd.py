@@ -47,8 +47,7 @@ def cmd_matrix(ctx: click.Context, fmt: str, changed_since: str | None, framewor
         profiles = list_profiles(ws.matrix, framework)
     else:
         from ..ci.changes import profiles_changed_since
-        from ..render.dockerfile import template_dirs
-        from ..resources import shipped_dir
+        from ..resources import shipped_dir, template_dirs
 
         dirs = [shipped_dir("matrices"), *ws.config.matrix_dirs]
         profiles = profiles_changed_since(changed_since, Path.cwd(), ws.matrix, dirs, template_dirs(ws.config), ws.config, framework)
