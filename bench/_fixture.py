@@ -34,7 +34,7 @@ class Setup:
 
 def start(stack: ExitStack, profiles: list[str]) -> Setup:
     """Start everything for ``profiles`` (all on the CUDA 12.1 base); torn down with ``stack``."""
-    from imagectl.workspace import Workspace
+    from imagectl.cli.workspace import Workspace
 
     client = ensure_dockerd()
     work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="imagectl-bench-")))

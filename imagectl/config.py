@@ -18,18 +18,22 @@ from typing import Any, Mapping
 from .errors import ConfigError, ValidationError
 from .reference import parse_reference
 from .tomlfile import load_toml
-from .validate import check_env_name, check_host, check_text, check_url
+from .grammar import check_env_name, check_host, check_text, check_url
 
 NETWORK_MODES = ("default", "host", "bridge", "none")
 
-# section -> key -> kind; the one declaration of every key imagectl reads.
-SCHEMA: dict[str, dict[str, str]] = {
-    "registry": {"url": "host", "namespace": "namespace", "insecure": "bool"},
-    "pip": {"index_url": "url", "extra_index_urls": "urls", "trusted_hosts": "hosts"},
-    "apt": {"mirror": "url"},
-    "build": {"network": "network", "ca_bundle": "file", "args": "args"},
-    "paths": {"matrices": "dirs", "templates": "dirs", "context": "dirs"},
-    "tags": {"prune_min_age_days": "int"},
+# section -> key -> (kind, Config field): the one declaration of every key imagectl reads.
+SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
+    "registry": {"url": ("host", "registry_url"), "namespace": ("namespace", "namespace"),
+                 "insecure": ("bool", "insecure")},
+    "pip": {"index_url": ("url", "pip_index_url"), "extra_index_urls": ("urls", "pip_extra_index_urls"),
+            "trusted_hosts": ("hosts", "pip_trusted_hosts")},
+    "apt": {"mirror": ("url", "apt_mirror")},
+    "build": {"network": ("network", "build_network"), "ca_bundle": ("file", "ca_bundle"),
+              "args": ("args", "build_args")},
+    "paths": {"matrices": ("dirs", "matrix_dirs"), "templates": ("dirs", "template_dirs"),
+              "context": ("dirs", "context_dirs")},
+    "tags": {"prune_min_age_days": ("int", "prune_min_age_days")},
 }
 
 
@@ -53,6 +57,11 @@ class Config:
     context_dirs: tuple[Path, ...] = ()
     prune_min_age_days: int = 7
     source: str = "defaults"
+
+    @property
+    def insecure_hosts(self) -> tuple[str, ...]:
+        """The registry hosts the user allowed plain HTTP or unverified TLS for (loopback always is)."""
+        return (self.registry_url,) if self.insecure and self.registry_url else ()
 
 
 def find_config_file(path: str | None, env: Mapping[str, str], cwd: Path) -> Path | None:
@@ -110,7 +119,7 @@ def _flatten(raw: dict[str, Any], base: Path, where: str) -> dict[tuple[str, str
 def _env_overrides(env: Mapping[str, str], cwd: Path) -> dict[tuple[str, str], tuple[Any, str, Path]]:
     values: dict[tuple[str, str], tuple[Any, str, Path]] = {}
     for section, keys in SCHEMA.items():
-        for key, kind in keys.items():
+        for key, (kind, _) in keys.items():
             name = f"IMAGECTL_{section.upper()}_{key.upper()}"
             if name in env:
                 values[(section, key)] = (_from_env(env[name], kind), name, cwd)
@@ -149,7 +158,7 @@ def _build(values: dict[tuple[str, str], tuple[Any, str, Path]], source: str) ->
             if section == "mirrors":
                 mirrors.update(_mirrors(value if key == "*" else {key: value}, where))
             else:
-                out.update(_convert(section, key, SCHEMA[section][key], value, base))
+                out.update(_convert(section, key, value, base))
         except ValidationError as exc:
             raise ConfigError(f"{where}: {exc}") from None
     out["mirrors"] = mirrors
@@ -167,19 +176,9 @@ def _mirrors(table: dict[str, Any], where: str) -> dict[str, str]:
     return out
 
 
-_FIELDS = {
-    ("registry", "url"): "registry_url", ("registry", "namespace"): "namespace",
-    ("registry", "insecure"): "insecure", ("pip", "index_url"): "pip_index_url",
-    ("pip", "extra_index_urls"): "pip_extra_index_urls", ("pip", "trusted_hosts"): "pip_trusted_hosts",
-    ("apt", "mirror"): "apt_mirror", ("build", "network"): "build_network",
-    ("build", "ca_bundle"): "ca_bundle", ("build", "args"): "build_args",
-    ("paths", "matrices"): "matrix_dirs", ("paths", "templates"): "template_dirs", ("paths", "context"): "context_dirs",
-    ("tags", "prune_min_age_days"): "prune_min_age_days",
-}
-
-
-def _convert(section: str, key: str, kind: str, value: Any, base: Path) -> dict[str, Any]:
-    return {_FIELDS[(section, key)]: _CONVERTERS[kind](value, base)}
+def _convert(section: str, key: str, value: Any, base: Path) -> dict[str, Any]:
+    kind, name = SCHEMA[section][key]
+    return {name: _CONVERTERS[kind](value, base)}
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -8,7 +8,7 @@ The grammar is the one the distribution project documents (``reference.go``)::
     tag            := [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
     digest         := algorithm ":" hex
 
-A first component is a domain when it contains "." or ":" or is "localhost"; otherwise the image is on
+A first component is a domain when it contains "." or ":", is "localhost" or has upper case; otherwise the image is on
 Docker Hub (``docker.io``), whose one-component names live under ``library/``.
 """
 
@@ -86,11 +86,23 @@ def check_digest(digest: str) -> str:
     return digest
 
 
+def _is_domain(first: str) -> bool:
+    """The one rule for "this first component is a registry host" (distribution's ``splitDockerDomain``)."""
+    return "." in first or ":" in first or first == "localhost" or first != first.lower()
+
+
 def _split_domain(name: str) -> tuple[str, str]:
     first, sep, rest = name.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost" or first != first.lower()):
+    if sep and _is_domain(first):
         return first, rest
     return DEFAULT_DOMAIN, name
+
+
+def names_registry(text: str) -> bool:
+    """Whether reference ``text`` names its registry (``ghcr.io/x``, ``127.0.0.1:5000/x``, ``localhost/x``)
+    rather than leaving it implicit (``team/img``, which may be a local engine image)."""
+    first, sep, _ = text.partition("/")
+    return bool(sep) and _is_domain(first)
 
 
 def parse_reference(text: str) -> Reference:

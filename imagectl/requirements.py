@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import InputError
-from .validate import check_requirement
+from .grammar import check_requirement
 
 
 def parse_requirements(text: str, where: str) -> tuple[str, ...]:

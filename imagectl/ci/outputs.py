@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from packaging.version import Version
 
-from ..describe import list_row
+from ..matrix.listing import list_row
 from ..errors import InputError
 from ..matrix.model import Profile
 

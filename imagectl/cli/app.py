@@ -46,7 +46,7 @@ def workspace(ctx: click.Context) -> Any:
     root = ctx.find_root()
     if "workspace" not in root.obj:
         from ..config import load_config
-        from ..workspace import Workspace
+        from .workspace import Workspace
 
         root.obj["workspace"] = Workspace(load_config(root.obj["config_path"]))
     return root.obj["workspace"]

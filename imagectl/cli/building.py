@@ -44,12 +44,13 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
               no_cache: bool, force: bool, extras: tuple[str, ...], requirements_file: str | None, base: str | None,
               suffix: str | None, gpu_check: bool, quiet: bool) -> int:
     """Build the profiles NAMES (e.g. torch-2.3-cu121), check them, tag them and push them."""
-    from ..build.builder import BuildOptions, build_many, summary_table
-    from ..build.engine import LazyEngine
+    from ..engine.docker import LazyEngine
+    from ..grammar import check_python, check_requirement, check_token
+    from ..images.builder import BuildOptions, build_many
     from ..matrix.names import list_profiles
     from ..reference import parse_reference
     from ..requirements import read_requirements
-    from ..validate import check_python, check_requirement, check_token
+    from .build_views import summary_table
 
     ws = workspace(ctx)
     if not names and not build_all:
@@ -64,7 +65,7 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
         check_token(suffix, "--suffix")
     profiles = list_profiles(ws.matrix) if build_all else [ws.profile(n, python) for n in names]
     engine = LazyEngine()
-    options = BuildOptions(push=push, force=force, no_cache=no_cache, extras=extras, gpu_check=gpu_check, base=base, suffix=suffix)
+    options = BuildOptions(force=force, no_cache=no_cache, extras=extras, gpu_check=gpu_check, base=base, suffix=suffix)
     prefix = (lambda name: f"[{name}] ") if len(profiles) > 1 else (lambda name: "")
     results = build_many(profiles, ws.config, engine, options, jobs, lambda name: _line_sink(quiet, prefix(name)))
     if quiet:
@@ -86,11 +87,11 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
 @click.pass_context
 def cmd_test(ctx: click.Context, target: str, gpu: bool, as_json: bool, junit: str | None) -> int:
     """Run the in-image check of a profile's current image or of IMAGE."""
-    from ..build.engine import DockerEngine
-    from ..build.tester import test_image
+    from ..engine.docker import DockerEngine
+    from ..images.tester import check_image
 
     ws = workspace(ctx)
-    image, findings = test_image(target, ws, DockerEngine(), gpu, _line_sink(False, "") if not as_json else (lambda line: None))
+    image, findings = check_image(target, ws.matrix, ws.config, DockerEngine(), gpu, _line_sink(False, "") if not as_json else (lambda line: None))
     if junit:
         from pathlib import Path
 
@@ -101,7 +102,7 @@ def cmd_test(ctx: click.Context, target: str, gpu: bool, as_json: bool, junit: s
     if as_json:
         echo_json({"image": image, "ok": not bad, "findings": [f.as_dict() for f in findings]})
     else:
-        from ..build.check import format_findings
+        from ..imagecheck.compare import format_findings
 
         click.echo(format_findings(findings))
         click.echo(f"{image}: {'ok' if not bad else f'{len(bad)} mismatches'}", file=sys.stderr)

@@ -19,7 +19,7 @@ def _check_framework(ws: object, framework: str | None) -> None:
 
 
 def _check_index(index: str | None) -> str | None:
-    from ..validate import check_url
+    from ..grammar import check_url
 
     return check_url(index, "--index") if index is not None else None
 
@@ -47,10 +47,10 @@ def cmd_matrix(ctx: click.Context, fmt: str, changed_since: str | None, framewor
         profiles = list_profiles(ws.matrix, framework)
     else:
         from ..ci.changes import profiles_changed_since
-        from ..resources import shipped_dir, template_dirs
+        from ..shipped import matrix_dirs, template_dirs
 
-        dirs = [shipped_dir("matrices"), *ws.config.matrix_dirs]
-        profiles = profiles_changed_since(changed_since, Path.cwd(), ws.matrix, dirs, template_dirs(ws.config), ws.config, framework)
+        profiles = profiles_changed_since(changed_since, Path.cwd(), ws.matrix, matrix_dirs(ws.config),
+                                          template_dirs(ws.config), ws.config, framework)
         click.echo(f"{len(profiles)} profiles changed since {changed_since}", err=True)
     click.echo(render(profiles, fmt, gitlab_include or None), nl=False)
 
@@ -64,7 +64,7 @@ def cmd_matrix(ctx: click.Context, fmt: str, changed_since: str | None, framewor
 @click.pass_context
 def cmd_verify(ctx: click.Context, index: str | None, framework: str | None, as_json: bool, junit: str | None, show_notes: bool) -> int:
     """Compare every pin of the matrix with the PEP 658 metadata an index publishes; exit 1 on differences."""
-    from ..ci.verify import (
+    from ..upstream.verify import (
         COLUMNS,
         finding_rows,
         junit_cases,
@@ -72,7 +72,7 @@ def cmd_verify(ctx: click.Context, index: str | None, framework: str | None, as_
         summary,
         verify_matrix,
     )
-    from ..describe import format_table
+    from .table import format_table
 
     ws = workspace(ctx)
     report = verify_matrix(ws.matrix, framework, _check_index(index))
@@ -97,7 +97,7 @@ def cmd_verify(ctx: click.Context, index: str | None, framework: str | None, as_
 @click.pass_context
 def cmd_sync(ctx: click.Context, index: str | None, framework: str | None, output: str | None, check: bool) -> int:
     """Propose [[release]] entries for upstream releases the matrix lacks (for review; edits nothing)."""
-    from ..ci.sync import render_proposals, sync_matrix
+    from ..upstream.sync import render_proposals, sync_matrix
 
     ws = workspace(ctx)
     target = _output_path(output, ws) if output else None
@@ -123,10 +123,10 @@ def _write(path: Path, data: bytes) -> None:
 
 def _output_path(output: str, ws: object) -> Path:
     """``--output`` as a path; raises InputError for a file in a matrix directory (never edited in place)."""
-    from ..resources import shipped_dir
+    from ..shipped import matrix_dirs
 
     path = Path(output).resolve()
-    dirs = {d.resolve() for d in (shipped_dir("matrices"), *ws.config.matrix_dirs)}  # type: ignore[attr-defined]
+    dirs = {d.resolve() for d in matrix_dirs(ws.config)}  # type: ignore[attr-defined]
     if path.parent in dirs or path in {f.resolve() for f in ws.matrix.files}:  # type: ignore[attr-defined]
         raise InputError(f"--output {output}: is in a matrix directory; write proposals elsewhere and review them")
     return path

@@ -16,7 +16,9 @@ from .app import echo_json, framework_option, json_option, python_option, worksp
 @click.pass_context
 def cmd_list(ctx: click.Context, framework: str | None, as_json: bool) -> None:
     """List every profile of the matrix."""
-    from ..describe import LIST_COLUMNS, format_table, list_row
+    from ..matrix.listing import list_row
+    from .table import format_table
+    from .views import LIST_COLUMNS
     from ..matrix.names import list_profiles
 
     ws = workspace(ctx)
@@ -33,8 +35,8 @@ def cmd_list(ctx: click.Context, framework: str | None, as_json: bool) -> None:
 @click.pass_context
 def cmd_show(ctx: click.Context, name: str, python: str | None, as_json: bool) -> None:
     """Show the resolved profile NAME (e.g. torch-2.3-cu121)."""
-    from ..describe import describe_profile
-    from ..validate import check_python
+    from ..grammar import check_python
+    from .views import describe_profile
 
     ws = workspace(ctx)
     info = describe_profile(ws.profile(name, python and check_python(python, "--python")), ws.config)
@@ -59,11 +61,12 @@ def cmd_validate(ctx: click.Context, junit: str | None) -> int:
     ws = workspace(ctx)
 
     def run():
-        from ..checks import validate_matrix
+        from ..matrix.validate import validate_matrix
+        from ..render.dockerfile import template_violations
 
-        return validate_matrix(ws.matrix, ws.config)
+        return validate_matrix(ws.matrix, [("template_renders", lambda profiles: template_violations(profiles, ws.config))])
 
-    from ..resources import template_files
+    from ..shipped import template_files
 
     inputs = [*ws.matrix.files, *template_files(ws.config)]
     report = cached("validate", inputs, run, extra=repr(ws.config))
@@ -88,7 +91,7 @@ def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None, framewor
     """Which profiles can run on a node with this driver (and GPU), and why the others cannot."""
     from ..matrix.compat import gpu_arch, node_verdicts
     from ..matrix.names import list_profiles
-    from ..node import read_node
+    from ..nvidia_smi import read_node
 
     ws = workspace(ctx)
     if driver is None:
@@ -135,15 +138,15 @@ def cmd_check(ctx: click.Context, items: tuple[str, ...], as_json: bool) -> int:
 @click.pass_context
 def cmd_render(ctx: click.Context, name: str, output: str | None, python: str | None, extras: tuple[str, ...]) -> None:
     """Print the Dockerfile of NAME, or write its complete build context to DIR."""
+    from ..grammar import check_python
     from ..render.dockerfile import context_files, write_context
-    from ..validate import check_python
 
     ws = workspace(ctx)
     files = context_files(ws.profile(name, python and check_python(python, "--python")), ws.config, extras=extras)
     if output is None:
         click.echo(files["Dockerfile"].decode(), nl=False)
         return
-    from ..build.files import context_files_on_disk, place_files
+    from ..images.context_files import context_files_on_disk, place_files
 
     added = context_files_on_disk(ws.config.context_dirs)
     place_files(added, Path(output))

@@ -17,7 +17,7 @@ from .app import echo_json, json_option, workspace
 
 def _engine_factory() -> Callable[[], Any]:
     """A factory returning one engine that connects on first use (registry-only work never loads Docker)."""
-    from ..build.engine import LazyEngine
+    from ..engine.docker import LazyEngine
 
     engine = LazyEngine()
     return lambda: engine
@@ -43,13 +43,8 @@ def _stderr(line: str) -> None:
 @click.pass_context
 def cmd_history(ctx: click.Context, name: str, only_moves: bool, as_json: bool) -> None:
     """Every immutable image of NAME, where its moving tag and channels point, and their past moves."""
-    from ..tags.history import (
-        format_history,
-        format_moves,
-        history_json,
-        moves_json,
-        read_history,
-    )
+    from ..tags.history import history_json, moves_json, read_history
+    from .tag_views import format_history, format_moves
 
     _, store = _open(ctx, name)
     history = read_history(store)
@@ -94,7 +89,9 @@ def _report_move(result: Any, repository: str, as_json: bool) -> None:
         echo_json({"repository": repository, "tag": result.tag, "from": result.previous, "to": result.target,
                    "to_tag": result.target_tag, "changed": result.changed, "note": result.note or None})
     else:
-        click.echo(result.describe(repository))
+        from .tag_views import describe_move
+
+        click.echo(describe_move(result, repository))
 
 
 @click.command("prune")
@@ -107,13 +104,8 @@ def _report_move(result: Any, repository: str, as_json: bool) -> None:
 @click.pass_context
 def cmd_prune(ctx: click.Context, name: str, keep: int, min_age_days: int | None, dry_run: bool, as_json: bool) -> int:
     """Delete NAME's immutable tags beyond the newest N; never one a moving tag or channel points to."""
-    from ..tags.prune import (
-        execute_prune,
-        format_plan,
-        plan_for_store,
-        plan_json,
-        report_json,
-    )
+    from ..tags.prune import execute_prune, plan_for_store, plan_json, report_json
+    from .tag_views import format_plan
 
     ws = workspace(ctx)
     _, store = _open(ctx, name)
@@ -144,7 +136,8 @@ def cmd_prune(ctx: click.Context, name: str, keep: int, min_age_days: int | None
 @click.pass_context
 def cmd_import(ctx: click.Context, ref: str, name: str, strict: bool, set_latest: bool, no_check: bool, as_json: bool) -> None:
     """Import a team's own image REF (a registry's, or the local engine's) under NAME's naming scheme."""
-    from ..tags.importer import ImportOptions, format_import, import_image, import_json
+    from ..images.importer import ImportOptions, import_image, import_json
+    from .tag_views import format_import
     from ..tags.managed import resolve_managed
 
     ws = workspace(ctx)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from ..errors import InputError
-from ..validate import check_driver, check_python, check_version, driver_key
+from ..grammar import check_driver, check_python, check_version, driver_key
 from .model import Framework, Matrix, Profile, Release
 from .names import build_profile
 

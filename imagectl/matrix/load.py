@@ -16,7 +16,7 @@ from packaging.version import Version
 from ..errors import MatrixError, ValidationError
 from ..reference import parse_reference
 from ..tomlfile import line_of, load_toml
-from ..validate import (
+from ..grammar import (
     check_driver,
     check_package_name,
     check_python,

@@ -13,7 +13,7 @@ from typing import Callable, Iterable
 
 from packaging.version import Version
 
-from ..validate import driver_key
+from ..grammar import driver_key
 from .model import Profile
 
 _CU_SUFFIX = re.compile(r"^nvidia-.*-cu([0-9]+)$")

@@ -1,10 +1,14 @@
-"""Which registries imagectl may talk to without TLS, and clients for them from the configuration."""
+"""Which registries imagectl may talk to without TLS, and clients for them.
+
+The caller says which hosts the user marked insecure (``Config.insecure_hosts``); this package never reads
+the application's configuration itself.
+"""
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Collection
 
-from ..config import Config
 from .client import RegistryClient, connect
 
 
@@ -22,11 +26,11 @@ def is_loopback(domain: str) -> bool:
         return False
 
 
-def is_insecure(domain: str, config: Config) -> bool:
-    """Plain HTTP / unverified TLS only for the configured registry marked insecure, or loopback."""
-    return (config.insecure and domain == config.registry_url) or is_loopback(domain)
+def is_insecure(domain: str, insecure_hosts: Collection[str] = ()) -> bool:
+    """Plain HTTP / unverified TLS only for a host the user marked insecure, or loopback."""
+    return domain in insecure_hosts or is_loopback(domain)
 
 
-def client_for(domain: str, config: Config) -> RegistryClient:
+def client_for(domain: str, insecure_hosts: Collection[str] = ()) -> RegistryClient:
     """A registry client for ``domain`` with credentials from the Docker config."""
-    return connect(domain, insecure=is_insecure(domain, config))
+    return connect(domain, insecure=is_insecure(domain, insecure_hosts))

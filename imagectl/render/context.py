@@ -1,7 +1,7 @@
 """The plain-dict context templates render from: every value validated, every collection sorted.
 
 ``render_context`` is pure: the profile, the configuration and a few build facts in, a dict out.  Nothing
-user-controlled reaches a template without passing a grammar of :mod:`imagectl.validate` (the matrix and
+user-controlled reaches a template without passing a grammar of :mod:`imagectl.grammar` (the matrix and
 the configuration are checked when loaded; extras are checked here).
 """
 
@@ -13,10 +13,8 @@ from .. import __version__
 from ..config import Config
 from ..matrix.model import Profile
 from ..reference import Reference, apply_mirror
-from ..validate import check_requirement, check_url
-
-IMAGE_LABEL_PREFIX = "imagectl."
-
+from ..grammar import check_requirement, check_url
+from ..labels import labels_for
 
 def index_url(profile: Profile, config: Config) -> str:
     """The pip index the profile installs from: the configured one, else the variant's default."""
@@ -34,34 +32,6 @@ def base_reference(profile: Profile, config: Config, digest: str | None = None, 
     through the configured mirror, pinned to ``digest`` if known."""
     ref = apply_mirror(base or profile.base_image, config.mirrors)
     return ref.with_digest(digest) if digest else ref
-
-
-def image_labels(profile: Profile, base: Reference, public_base: Reference | None = None) -> dict[str, str]:
-    """OCI and imagectl labels recording the profile and every resolved version."""
-    v = profile.variant
-    packages = ",".join(f"{name}=={version}" for name, version in profile.packages)
-    labels = {
-        "org.opencontainers.image.title": profile.name,
-        "org.opencontainers.image.description": f"{profile.framework.label} {profile.release.version} with CUDA {v.cuda}, Python {profile.python}",
-        "org.opencontainers.image.version": profile.release.version,
-        "org.opencontainers.image.vendor": "imagectl",
-        "org.opencontainers.image.base.name": str(public_base or profile.base_image),
-        "imagectl.profile": profile.name,
-        "imagectl.framework": profile.framework.name,
-        "imagectl.framework.version": profile.release.version,
-        "imagectl.cuda": v.cuda,
-        "imagectl.cudnn": v.cudnn or "",
-        "imagectl.nccl": v.nccl or "",
-        "imagectl.python": profile.python,
-        "imagectl.flavor": profile.flavor,
-        "imagectl.os": profile.os.name,
-        "imagectl.min-driver": profile.toolkit.min_driver,
-        "imagectl.packages": packages,
-        "imagectl.version": __version__,
-    }
-    if base.digest:
-        labels["org.opencontainers.image.base.digest"] = base.digest
-    return dict(sorted(labels.items()))
 
 
 def image_env(profile: Profile) -> dict[str, str]:
@@ -107,6 +77,6 @@ def render_context(profile: Profile, config: Config, base_digest: str | None = N
         },
         "packages": [f"{name}=={version}" for name, version in profile.packages],
         "extras": sorted(check_requirement(e, "extra requirement") for e in extras),
-        "labels": image_labels(profile, base, base_image),
+        "labels": labels_for(profile, base, base_image),
         "env": image_env(profile),
     }

@@ -14,10 +14,11 @@ from typing import Any, Mapping, Sequence
 import jinja2
 
 from ..config import Config
-from ..errors import TemplateError, ValidationError
+from ..errors import ImagectlError, TemplateError, ValidationError
 from ..matrix.model import Profile
 from ..reference import Reference
-from ..resources import template_dirs
+from ..matrix.rules import Violation
+from ..shipped import template_dirs
 from .context import render_context
 
 DOCKERFILE_TEMPLATE = "Dockerfile.j2"
@@ -97,3 +98,19 @@ def write_context(files: Mapping[str, bytes], dest: Path) -> list[Path]:
         path.write_bytes(content)
         written.append(path)
     return written
+
+
+def template_violations(profiles: Sequence[Profile], config: Config) -> list[Violation]:
+    """Render the build context of one profile per (framework, flavour); each failure is a violation
+    (rule ``template-renders``).  Raises nothing for a broken template: that is what it reports."""
+    env = make_environment(template_dirs(config))
+    shapes: dict[tuple[str, str], Profile] = {}
+    for profile in profiles:
+        shapes.setdefault((profile.framework.name, profile.flavor), profile)
+    out = []
+    for profile in shapes.values():
+        try:
+            context_files(profile, config, env)
+        except ImagectlError as exc:
+            out.append(Violation("template-renders", profile.name, str(exc), "templates/"))
+    return out

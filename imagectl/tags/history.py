@@ -4,7 +4,7 @@ Everything is read from the tag store, so with a registry the registry is the so
 that can reach it reads the same history (the move log lives in the registry too, see :mod:`.store`).
 
 Reading costs one tag listing and one digest read per tag (:func:`read_listing`); :func:`read_history` adds
-one config read per distinct image and one read of the move log.  The formatting functions are pure.
+one config read per distinct image and one read of the move log.  Everything here returns data; the CLI formats it.
 """
 
 from __future__ import annotations
@@ -15,18 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import OperationError
+from ..labels import label_versions
 from .naming import MOVING_TAG, immutable_parts, is_immutable, tag_time
 from .store import Move, TagStore
-
-VERSION_LABELS = {
-    "framework": "imagectl.framework",
-    "version": "imagectl.framework.version",
-    "cuda": "imagectl.cuda",
-    "cudnn": "imagectl.cudnn",
-    "nccl": "imagectl.nccl",
-    "python": "imagectl.python",
-}
-
 
 @dataclass(frozen=True)
 class TagInfo:
@@ -150,7 +141,7 @@ def history_entries(listing: TagListing, facts: Mapping[str, tuple[str, Mapping[
 
 def image_versions(labels: Mapping[str, str], tag: str) -> dict[str, str]:
     """The versions an image carries: from its imagectl labels, else what its immutable tag name says."""
-    found = {key: labels[label] for key, label in VERSION_LABELS.items() if labels.get(label)}
+    found = label_versions(labels)
     if found:
         return found
     parts = immutable_parts(tag)
@@ -159,7 +150,7 @@ def image_versions(labels: Mapping[str, str], tag: str) -> dict[str, str]:
 
 def history_json(history: History) -> list[dict[str, Any]]:
     """``history --json``: one object per entry; ``moves`` lists the logged moves onto that image."""
-    names = _names(history)
+    names = digest_names(history)
     out = []
     for e in history.entries:
         arrived = [_move_json(m, names) for m in history.moves if m.to == e.digest and m.previous != m.to]
@@ -171,11 +162,11 @@ def history_json(history: History) -> list[dict[str, Any]]:
 
 def moves_json(history: History) -> list[dict[str, Any]]:
     """``history --moves --json``: every logged move, newest first."""
-    names = _names(history)
+    names = digest_names(history)
     return [_move_json(m, names) for m in reversed(history.moves)]
 
 
-def _names(history: History) -> dict[str, str]:
+def digest_names(history: History) -> dict[str, str]:
     """digest -> the newest immutable tag naming it (entries are newest first), else the tag a logged move
     named it by (an image pruned since)."""
     names = {m.to: m.to_tag for m in history.moves if m.to_tag and is_immutable(m.to_tag)}
@@ -187,52 +178,3 @@ def _move_json(move: Move, names: Mapping[str, str]) -> dict[str, Any]:
     return {"when": move.when, "tag": move.tag, "action": move.action, "by": move.by,
             "from": move.previous, "from_tag": names.get(move.previous or ""),
             "to": move.to, "to_tag": move.to_tag or names.get(move.to)}
-
-
-def format_history(history: History) -> str:
-    """``history`` as text: the images table, then the moves table (newest first)."""
-    from ..describe import format_table
-
-    rows = [{"": "*" if e.current else "", "tag": e.tag, "digest": short(e.digest), "created": _short_time(e.created or e.tagged),
-             "versions": format_versions(e.versions), "pointed by": ", ".join(e.pointed_by)} for e in history.entries]
-    text = f"{history.repository}\n"
-    text += format_table(rows, ("", "tag", "digest", "created", "versions", "pointed by")) if rows else "(no images)"
-    return text + "\n\n" + format_moves(history)
-
-
-def format_moves(history: History) -> str:
-    """The move log as a table, newest first."""
-    from ..describe import format_table
-
-    if not history.moves:
-        return "no moves logged"
-    names = _names(history)
-    rows = [{"when": m.when, "tag": m.tag, "action": m.action, "from": _name(m.previous, names),
-             "to": m.to_tag or _name(m.to, names), "by": m.by} for m in reversed(history.moves)]
-    return format_table(rows, ("when", "tag", "action", "from", "to", "by"))
-
-
-def format_versions(versions: Mapping[str, str]) -> str:
-    """``torch 2.3.1 cuda 12.1 cudnn 8.9.2.26 nccl 2.20.5 py3.11`` (what is known)."""
-    parts = []
-    if versions.get("version"):
-        parts.append(f"{versions.get('framework', '')} {versions['version']}".strip())
-    for key in ("cuda", "cudnn", "nccl"):
-        if versions.get(key):
-            parts.append(f"{key} {versions[key]}" if versions[key][0].isdigit() else versions[key])
-    if versions.get("python"):
-        parts.append(f"py{versions['python']}")
-    return " ".join(parts)
-
-
-def short(digest: str | None) -> str:
-    """``sha256:`` and the first 12 hex digits ("-" for None)."""
-    return digest[:19] if digest else "-"
-
-
-def _name(digest: str | None, names: Mapping[str, str]) -> str:
-    return names.get(digest or "") or short(digest)
-
-
-def _short_time(text: str) -> str:
-    return text[:19].replace("T", " ") if text else "-"

@@ -20,7 +20,7 @@ from ..errors import UnknownProfileError
 from ..matrix.model import Matrix, Profile
 from ..matrix.names import resolve_profile
 from ..reference import Reference
-from ..validate import check_token
+from ..grammar import check_token
 from .naming import repository
 from .store import EngineTagStore, RegistryTagStore, TagStore
 
@@ -61,5 +61,5 @@ def open_tag_store(repo: Reference, config: Config, make_engine: Callable[[], An
     if config.registry_url:
         from ..registry.access import client_for
 
-        return RegistryTagStore(client_for(repo.domain, config), repo)
+        return RegistryTagStore(client_for(repo.domain, config.insecure_hosts), repo)
     return EngineTagStore(make_engine(), repo)

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from ..errors import ImagectlError, InputError, NotFoundError, OperationError
 from ..reference import check_tag
-from .history import TagInfo, TagListing, read_listing, short
-from .naming import MOVING_TAG, check_channel, is_immutable, tag_time
+from .history import TagInfo, TagListing, read_listing
+from .naming import MOVING_TAG, check_channel, is_immutable, short_digest, tag_time
 from .store import Move, TagStore, now, who
 
 _CHOICES_SHOWN = 10
@@ -50,14 +50,6 @@ class MoveResult:
     target_tag: str | None  # the immutable tag of the target, when one names it
     changed: bool  # False: it already pointed there (nothing written, nothing logged)
     note: str = ""  # e.g. another client moved the tag again right after
-
-    def describe(self, repository: str) -> str:
-        """One line for the user."""
-        where = f"{self.target_tag} ({short(self.target)})" if self.target_tag else short(self.target)
-        if not self.changed:
-            return f"{repository}:{self.tag} already points to {where}; nothing to do"
-        line = f"{repository}:{self.tag}: {short(self.previous)} -> {where}"
-        return f"{line} ({self.note})" if self.note else line
 
 
 def rollback(store: TagStore, to: str | None = None) -> MoveResult:
@@ -143,7 +135,7 @@ def previous_target(current: str | None, moves: Sequence[Move], listing: TagList
     mine = listing.tags_of(current)
     older = [t for t in listing.immutable if t.digest != current and (not mine or t.time < mine[0].time)]
     if not older:
-        raise OperationError(f"{tag} points to {short(current)} and no earlier immutable image is left to roll back to")
+        raise OperationError(f"{tag} points to {short_digest(current)} and no earlier immutable image is left to roll back to")
     return older[0]
 
 
@@ -168,7 +160,7 @@ def resolve_target(spec: str, listing: TagListing, repository: str = "the reposi
 def _choices(listing: TagListing) -> str:
     if not listing.immutable:
         return "it has no immutable tags"
-    shown = [f"{t.tag} ({short(t.digest)})" for t in listing.immutable[:_CHOICES_SHOWN]]
+    shown = [f"{t.tag} ({short_digest(t.digest)})" for t in listing.immutable[:_CHOICES_SHOWN]]
     more = len(listing.immutable) - len(shown)
     return "choose one of: " + ", ".join(shown) + (f" and {more} older" if more > 0 else "")
 
@@ -185,8 +177,8 @@ def guarded_move(store: TagStore, tag: str, target: str, target_tag: str | None,
     try:
         store.point(tag, target)
     except NotFoundError:
-        raise OperationError(f"{target_tag or 'image'} ({short(target)}) no longer exists (deleted by a concurrent "
-                             f"prune?); {tag} stays on {short(current)}") from None
+        raise OperationError(f"{target_tag or 'image'} ({short_digest(target)}) no longer exists (deleted by a concurrent "
+                             f"prune?); {tag} stays on {short_digest(current)}") from None
     note = _read_back(store, tag, target)
     try:
         store.record(Move(tag=tag, to=target, previous=current, action=action, when=now(), by=who(), to_tag=target_tag))
@@ -201,5 +193,5 @@ def _read_back(store: TagStore, tag: str, target: str) -> str:
         store.point(tag, target)
         return "put back after a concurrent delete"
     if after != target:
-        return f"another client moved it on to {short(after)} meanwhile"
+        return f"another client moved it on to {short_digest(after)} meanwhile"
     return ""

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
+from collections.abc import Iterable
+
 from ..config import Config
 from ..errors import ValidationError
 from ..matrix.model import Profile
@@ -59,6 +61,18 @@ def immutable_parts(tag: str) -> dict[str, str] | None:
     """The parts of an immutable tag (``version``, ``cuda``, ``python``, ``stamp``, ``key``), or None."""
     match = _IMMUTABLE_RE.match(tag)
     return match.groupdict() if match else None
+
+
+def tags_with_key(tags: Iterable[str], key: str) -> list[str]:
+    """The immutable tags among ``tags`` whose key part is the first 10 hex digits of ``key``, newest first
+    (the one rule for "an image with this build key, or this imported source, exists")."""
+    found = [t for t in tags if (parts := immutable_parts(t)) is not None and parts["key"] == key[:10]]
+    return sorted(found, key=lambda t: (tag_time(t), t), reverse=True)
+
+
+def short_digest(digest: str | None) -> str:
+    """``sha256:`` and the first 12 hex digits ("-" for None)."""
+    return digest[:19] if digest else "-"
 
 
 def is_pointer(tag: str) -> bool:

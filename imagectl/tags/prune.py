@@ -22,8 +22,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import OperationError
-from .history import TagInfo, read_listing, read_pointers, short, sorted_newest_first
-from .naming import is_immutable
+from .history import TagInfo, read_listing, read_pointers, sorted_newest_first
+from .naming import is_immutable, short_digest
 from .store import TagStore
 
 
@@ -88,14 +88,6 @@ def plan_json(plan: Sequence[Deletion], dry_run: bool) -> list[dict[str, Any]]:
              "tag": d.tag, "digest": d.digest, "reason": d.reason} for d in plan]
 
 
-def format_plan(plan: Sequence[Deletion], dry_run: bool) -> str:
-    """The plan as a table (digests shortened)."""
-    from ..describe import format_table
-
-    rows = [{**row, "digest": short(row["digest"])} for row in plan_json(plan, dry_run)]
-    return format_table(rows, ("action", "tag", "digest", "reason")) if rows else "no immutable tags"
-
-
 @dataclass
 class PruneReport:
     """What an execution did: tags deleted, tags skipped (with why), pointers put back, failures."""
@@ -128,16 +120,16 @@ def _delete_image(store: TagStore, digest: str, tags: list[str], planned: set[st
     before, holders = _holders(store, digest, planned)
     if holders:
         report.skipped += [(t, f"{', '.join(holders)} now points to its image") for t in tags]
-        on_line(f"kept {', '.join(tags)}: {', '.join(holders)} now points to {short(digest)}")
+        on_line(f"kept {', '.join(tags)}: {', '.join(holders)} now points to {short_digest(digest)}")
         return
     try:
         for tag in tags:
             store.delete(tag)
             report.deleted.append(tag)
-            on_line(f"deleted {tag} ({short(digest)})")
+            on_line(f"deleted {tag} ({short_digest(digest)})")
     except OperationError as exc:
         report.failed += [(t, str(exc)) for t in tags if t not in report.deleted]
-        on_line(f"could not delete {short(digest)}: {exc}")
+        on_line(f"could not delete {short_digest(digest)}: {exc}")
     for pointer in sorted(set(before) - set(read_pointers(store))):
         _put_back(store, pointer, digest, report, on_line)
 
@@ -164,10 +156,10 @@ def _put_back(store: TagStore, pointer: str, digest: str, report: PruneReport, o
     try:
         store.point(pointer, digest)
     except OperationError as exc:
-        report.failed.append((pointer, f"went down with {short(digest)} and could not be put back: {exc}"))
+        report.failed.append((pointer, f"went down with {short_digest(digest)} and could not be put back: {exc}"))
         return
     report.restored.append(pointer)
-    on_line(f"put {pointer} back on {short(digest)}: it moved onto the image while it was being deleted")
+    on_line(f"put {pointer} back on {short_digest(digest)}: it moved onto the image while it was being deleted")
 
 
 def report_json(plan: Sequence[Deletion], report: PruneReport) -> dict[str, Any]:

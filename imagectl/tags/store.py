@@ -8,7 +8,9 @@ Both stores offer the same small interface, so history, rollback, promotion and 
 - ``point(tag, target)``: move ``tag`` to the image ``target`` (a digest/id) — in a registry one manifest GET
   and one manifest PUT, no layer moves;
 - ``delete(tag)``, ``labels(target)`` and ``created(target)``;
-- ``moves()`` and ``record(move)``: the log of past moves of moving tags and channels.
+- ``moves()`` and ``record(move)``: the log of past moves of moving tags and channels;
+- ``tag_with_key(key)``: the newest immutable tag whose key part is ``key``'s (a build with that build key,
+  or an import of that source, exists): one tag listing.
 
 The registry keeps the log itself, as the annotations of a small manifest tagged ``imagectl-history`` in the
 same repository, so any machine that can reach the registry sees the same history.  The local engine keeps it
@@ -35,6 +37,7 @@ from typing import Any, Mapping, Protocol
 
 from ..errors import NotFoundError, OperationError, RegistryError
 from ..reference import Reference
+from .naming import tags_with_key
 
 HISTORY_TAG = "imagectl-history"
 HISTORY_ANNOTATION = "org.imagectl.history"
@@ -84,6 +87,7 @@ class TagStore(Protocol):
     def created(self, target: str) -> str: ...
     def moves(self) -> list[Move]: ...
     def record(self, move: Move) -> None: ...
+    def tag_with_key(self, key: str) -> str | None: ...
 
 
 class RegistryTagStore:
@@ -102,6 +106,10 @@ class RegistryTagStore:
             return sorted(t for t in self.client.list_tags(self._path) if t != HISTORY_TAG)
         except NotFoundError:
             return []
+
+    def tag_with_key(self, key: str) -> str | None:
+        """The newest immutable tag with ``key``'s key part, or None (one tag listing)."""
+        return next(iter(tags_with_key(self.tags(), key)), None)
 
     def digest(self, tag: str) -> str | None:
         """The manifest digest ``tag`` points to, or None."""
@@ -232,6 +240,10 @@ class EngineTagStore:
         """Every local tag of the repository."""
         found = self.engine.list_tags(self._name)
         return sorted(found)
+
+    def tag_with_key(self, key: str) -> str | None:
+        """The newest local immutable tag with ``key``'s key part, or None (one image listing)."""
+        return next(iter(tags_with_key(self.tags(), key)), None)
 
     def digest(self, tag: str) -> str | None:
         """The image id ``tag`` points to, or None."""

@@ -95,7 +95,7 @@ def mirror(docker_client, registry) -> Mirror:
 
 def shipped_pins(name: str) -> dict[str, str]:
     """The pins the shipped matrix gives a profile (the stand-in wheels are made from these)."""
-    from imagectl.workspace import Workspace
+    from imagectl.cli.workspace import Workspace
 
     return dict(Workspace().profile(name).packages)
 

@@ -13,8 +13,8 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from imagectl.ci.builds import IndexBuild, applicable, marker_python
-from imagectl.ci.verify import compare_build, compare_companion
+from imagectl.upstream.index_builds import IndexBuild, applicable, marker_python
+from imagectl.upstream.verify import compare_build, compare_companion
 from imagectl.pypi import DistFile, WheelMetadata, exact_pins
 
 FIELDS = ("cuda", "cudnn", "nccl", "yanked")

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 from imagectl.errors import NotFoundError
 from imagectl.reference import parse_reference
+from imagectl.tags.naming import tags_with_key
 from imagectl.tags.store import Move
 
 
@@ -47,6 +48,10 @@ class FakeStore:
     def tags(self) -> list[str]:
         self._hook("tags")
         return sorted(self.tag_map)
+
+    def tag_with_key(self, key: str) -> str | None:
+        self._hook("tag_with_key", key)
+        return next(iter(tags_with_key(self.tag_map, key)), None)
 
     def digest(self, tag: str) -> str | None:
         self._hook("digest", tag)

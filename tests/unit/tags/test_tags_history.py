@@ -4,14 +4,8 @@ from __future__ import annotations
 
 from tagfakes import FakeStore, digest_of, move, tag_on
 
-from imagectl.tags.history import (
-    format_history,
-    format_versions,
-    history_json,
-    image_versions,
-    moves_json,
-    read_history,
-)
+from imagectl.cli.tag_views import format_history, format_versions
+from imagectl.tags.history import history_json, image_versions, moves_json, read_history
 from imagectl.tags.naming import immutable_parts, is_pointer
 
 LABELS = {"imagectl.framework": "torch", "imagectl.framework.version": "2.3.1", "imagectl.cuda": "12.1",

@@ -7,6 +7,7 @@ from tagfakes import FakeStore, digest_of, move, tag_on
 
 from imagectl.errors import InputError, OperationError, ValidationError
 from imagectl.tags.history import read_listing
+from imagectl.cli.tag_views import describe_move
 from imagectl.tags.moves import previous_target, promote, resolve_target, rollback
 
 
@@ -104,7 +105,7 @@ def test_rollback_to_where_it_points_is_a_noop():
     store = three_builds()
     before = len(store.log)
     result = rollback(store, to=tag_on(3))
-    assert not result.changed and "nothing to do" in result.describe("reg/ml/torch")
+    assert not result.changed and "nothing to do" in describe_move(result, "reg/ml/torch")
     assert len(store.log) == before and not [c for c in store.calls if c[0] == "point"]
 
 

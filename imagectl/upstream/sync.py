@@ -21,11 +21,12 @@ import requests
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ..grammar import major_minor
 from ..errors import InputError, PackageIndexError
 from ..matrix.model import Framework, Matrix, Release
 from ..pypi import DEFAULT_SETTINGS, DistFile, IndexSettings, new_session
-from .builds import (
-    BuildKey,
+from .index_builds import (
+    ReleaseKey,
     IndexBuild,
     IndexReader,
     applicable,
@@ -35,7 +36,7 @@ from .builds import (
     wheel_candidates,
     yanked_reason,
 )
-from .verify import field_requirement, major_minor
+from .verify import field_requirement
 
 MAX_COMPANION_READS = 40  # companion releases whose metadata is read while looking for one release's match
 GPU_STACK = re.compile(r"^(nvidia-|cuda-|triton$)")  # loose requirements worth a comment in a proposal
@@ -65,7 +66,7 @@ class Proposal:
 # --- pure ---------------------------------------------------------------------------------------
 
 
-def _minor(version: Version) -> tuple[int, int]:
+def _release_line(version: Version) -> tuple[int, int]:
     return (version.major, version.minor)
 
 
@@ -78,11 +79,11 @@ def missing_releases(known: Iterable[str], published: Iterable[Version]) -> list
     have: dict[tuple[int, int], Version] = {}
     for text in known:
         version = Version(text)
-        have[_minor(version)] = max(have.get(_minor(version), version), version)
+        have[_release_line(version)] = max(have.get(_release_line(version), version), version)
     lines: dict[tuple[int, int], Version] = {}
     for version in published:
         if not version.is_prerelease and not version.is_devrelease and not version.local:
-            lines[_minor(version)] = max(lines.get(_minor(version), version), version)
+            lines[_release_line(version)] = max(lines.get(_release_line(version), version), version)
     if not have:
         return [(max(lines.values()), None)] if lines else []
     top = max(have)
@@ -180,7 +181,7 @@ def render_proposals(proposals: Sequence[Proposal], index_of: dict[str, str]) ->
 # --- reading the index --------------------------------------------------------------------------
 
 
-def published(builds: Mapping[BuildKey, Sequence[DistFile]]) -> list[Version]:
+def published(builds: Mapping[ReleaseKey, Sequence[DistFile]]) -> list[Version]:
     """The unlabelled releases with a usable wheel that are not entirely yanked."""
     return [version for (version, label), files in builds.items()
             if not label and wheel_candidates(files) and yanked_reason(files) is None]

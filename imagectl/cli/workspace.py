@@ -1,20 +1,23 @@
-"""The configuration and the matrix it names, loaded once per command and passed down."""
+"""A command's view of the world: the configuration and the matrix it names, loaded once per command.
+
+Only the CLI holds a Workspace; library functions take the matrix and the configuration they need.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .config import Config
-from .cache import cached
-from .matrix.model import Matrix, Profile
-from .matrix.names import resolve_profile
-from .resources import shipped_dir
+from ..cache import cached
+from ..config import Config
+from ..matrix.model import Matrix, Profile
+from ..matrix.names import resolve_profile
+from ..shipped import matrix_dirs
 
 
 @dataclass
 class Workspace:
-    """A command's view of the world: the configuration and, on first use, the matrix."""
+    """The configuration and, on first use, the matrix."""
 
     config: Config = field(default_factory=Config)
 
@@ -22,10 +25,11 @@ class Workspace:
     def matrix(self) -> Matrix:
         """The shipped matrices plus the configured ones (from the cache when no file changed);
         raises MatrixError."""
-        dirs = [shipped_dir("matrices"), *self.config.matrix_dirs]
+        dirs = matrix_dirs(self.config)
         files = [f for d in dirs if d.is_dir() for f in d.glob("*.toml")]
+
         def load() -> Matrix:
-            from .matrix.load import load_matrix
+            from ..matrix.load import load_matrix
 
             return load_matrix(dirs)
 

@@ -1,4 +1,4 @@
-"""The container engine seam: a narrow interface and its one implementation over the Docker SDK.
+"""The Docker implementation of :class:`imagectl.engine.Engine`, over the Docker SDK.
 
 Only this module imports ``docker``; commands that need no engine never load it.
 """
@@ -7,41 +7,11 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping
 
 from ..errors import BuildError, EngineError, NotFoundError
-
-LineSink = Callable[[str], None]
-TAIL_LINES = 40
-
-
-@dataclass(frozen=True)
-class ImageInfo:
-    """What the engine knows of one local image."""
-
-    id: str
-    tags: tuple[str, ...]
-    repo_digests: tuple[str, ...]
-    labels: Mapping[str, str] = field(default_factory=dict)
-    size: int = 0
-    created: str = ""
-
-
-class Engine(Protocol):
-    """What imagectl asks of a container engine."""
-
-    def find_by_label(self, key: str, value: str) -> list[ImageInfo]: ...
-    def list_tags(self, repository: str) -> list[str]: ...
-    def inspect(self, ref: str) -> ImageInfo | None: ...
-    def build(self, context: Path, labels: Mapping[str, str], network: str | None, build_args: Mapping[str, str],
-              no_cache: bool, on_line: LineSink) -> str: ...
-    def tag(self, image: str, repository: str, tag: str) -> None: ...
-    def untag(self, ref: str) -> None: ...
-    def push(self, repository: str, tag: str, on_line: LineSink) -> str: ...
-    def pull(self, ref: str, on_line: LineSink) -> ImageInfo: ...
-    def run(self, image: str, command: list[str], network: str | None = None, gpus: bool = False) -> tuple[int, str]: ...
+from . import TAIL_LINES, ImageInfo, LineSink
 
 
 def _info(attrs: Mapping[str, Any]) -> ImageInfo:

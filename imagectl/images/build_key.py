@@ -1,12 +1,10 @@
-"""The build key: what makes two builds the same build."""
+"""The build key: what makes two builds the same build (stored in the image as label ``imagectl.build-key``,
+see :mod:`imagectl.labels`, and in the immutable tag's name)."""
 
 from __future__ import annotations
 
 import hashlib
 from typing import Mapping
-
-KEY_LABEL = "imagectl.build-key"
-
 
 def build_key(files: Mapping[str, bytes], base_digest: str, build_args: Mapping[str, str],
               file_digests: Mapping[str, str] | None = None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..config import Config
 from ..errors import BuildError, ImagectlError
 from ..reference import Reference
-from .engine import Engine
+from ..engine import Engine
 
 
 def resolve_base_digest(base: Reference, config: Config, engine: Engine) -> str:
@@ -18,7 +18,7 @@ def resolve_base_digest(base: Reference, config: Config, engine: Engine) -> str:
     try:
         from ..registry.access import client_for
 
-        with client_for(base.domain, config) as client:
+        with client_for(base.domain, config.insecure_hosts) as client:
             digest = client.head_manifest(base.path, base.tag or "latest")
         if digest:
             return digest

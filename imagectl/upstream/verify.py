@@ -30,15 +30,16 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from ..grammar import major_minor
 from ..errors import InputError, PackageIndexError
 from ..matrix.model import Framework, Matrix, Release, Variant
 from ..pypi import DEFAULT_SETTINGS, DistFile, IndexSettings, new_session
-from .builds import (
-    BuildKey,
+from .index_builds import (
+    ReleaseKey,
     IndexBuild,
     IndexReader,
     applicable,
-    build_key,
+    release_key,
     exact_version,
     find_build,
     requirements_on,
@@ -57,7 +58,7 @@ FIELD_PACKAGES: dict[str, tuple[re.Pattern[str], ...]] = {
 
 
 @dataclass(frozen=True)
-class Finding:
+class PinFinding:
     """One thing the matrix and the index disagree on (or that the index cannot confirm)."""
 
     framework: str
@@ -82,11 +83,11 @@ class VerifyReport:
     """Every build checked (framework, release, CUDA tag), every finding, and the index of each framework."""
 
     checked: tuple[tuple[str, str, str], ...]
-    findings: tuple[Finding, ...]
+    findings: tuple[PinFinding, ...]
     indexes: Mapping[str, str] = field(default_factory=dict)
 
     @property
-    def failures(self) -> tuple[Finding, ...]:
+    def failures(self) -> tuple[PinFinding, ...]:
         """The findings that fail the check."""
         return tuple(f for f in self.findings if f.failing)
 
@@ -109,15 +110,6 @@ def _public(version: str) -> str:
         return str(Version(Version(version).public))
     except InvalidVersion:
         return version
-
-
-def major_minor(version: str) -> str:
-    """``12.1`` for ``12.1.105``; the text itself when it is not a version."""
-    try:
-        release = Version(version).release
-    except InvalidVersion:
-        return version
-    return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
 
 
 def _spec_text(requirements: Sequence[Requirement]) -> str:
@@ -184,7 +176,7 @@ def compare_python(listed: Sequence[str], build: IndexBuild) -> list[Row]:
     return [("python", " ".join(sorted(listed, key=Version)), " ".join(published) or "-", DIFFERS)]
 
 
-def compare_build(fw: Framework, release: Release, variant: Variant, build: IndexBuild) -> list[Finding]:
+def compare_build(fw: Framework, release: Release, variant: Variant, build: IndexBuild) -> list[PinFinding]:
     """Every finding for one variant of a release against the build the index publishes for it (pure)."""
     tag = fw.tag_of(variant.cuda)
     requirements = applicable(build.requirements, build.python, (tag,))
@@ -195,12 +187,12 @@ def compare_build(fw: Framework, release: Release, variant: Variant, build: Inde
         rows += compare_field(name, getattr(variant, name), field_requirement(requirements, name))
     rows += compare_pins(variant.pins, requirements, (fw.package, *fw.companions))
     rows += compare_python(release.python, build)
-    return [Finding(fw.name, release.version, tag, *row) for row in rows]
+    return [PinFinding(fw.name, release.version, tag, *row) for row in rows]
 
 
 def compare_companion(fw: Framework, release: Release, tag: str, name: str, version: str,
                       framework_requirements: Sequence[Requirement], companion: IndexBuild | None,
-                      why_missing: str = "not on the index") -> list[Finding]:
+                      why_missing: str = "not on the index") -> list[PinFinding]:
     """Whether companion ``name`` ``version`` goes with the release (pure).
 
     The framework's own requirement on the companion decides when there is one; else the companion's
@@ -211,7 +203,7 @@ def compare_companion(fw: Framework, release: Release, tag: str, name: str, vers
     row = _companion_row(fw, release, name, version, framework_requirements, companion)
     if companion is None and row is None:
         row = (version, why_missing, MISSING)
-    return [] if row is None else [Finding(fw.name, release.version, tag, what, *row)]
+    return [] if row is None else [PinFinding(fw.name, release.version, tag, what, *row)]
 
 
 def _companion_row(fw: Framework, release: Release, name: str, version: str,
@@ -246,7 +238,7 @@ def variant_index(fw: Framework, variant: Variant) -> str:
     return fw.index_url.replace("{cuda_tag}", fw.tag_of(variant.cuda))
 
 
-def locate_build(fw: Framework, release: Release, variant: Variant, builds: Mapping[BuildKey, list[DistFile]],
+def locate_build(fw: Framework, release: Release, variant: Variant, builds: Mapping[ReleaseKey, list[DistFile]],
                  index: str) -> list[DistFile] | None:
     """The files of the build ``index`` publishes for a variant: [] when it should be there and is not,
     ``None`` when this index is not expected to carry it (a cu118 build on PyPI).
@@ -266,7 +258,7 @@ def locate_build(fw: Framework, release: Release, variant: Variant, builds: Mapp
     return [] if expected else None
 
 
-def verify_framework(fw: Framework, reader: IndexReader) -> tuple[list[tuple[str, str, str]], list[Finding]]:
+def verify_framework(fw: Framework, reader: IndexReader) -> tuple[list[tuple[str, str, str]], list[PinFinding]]:
     """Check every release and variant of ``fw`` against the reader's index.
 
     Raises:
@@ -274,7 +266,7 @@ def verify_framework(fw: Framework, reader: IndexReader) -> tuple[list[tuple[str
     """
     builds = reader.project(fw.package)
     checked: list[tuple[str, str, str]] = []
-    findings: list[Finding] = []
+    findings: list[PinFinding] = []
     for release in fw.releases:
         for variant in release.variants:
             files = locate_build(fw, release, variant, builds, reader.index)
@@ -286,15 +278,15 @@ def verify_framework(fw: Framework, reader: IndexReader) -> tuple[list[tuple[str
     return checked, findings
 
 
-def _verify_variant(fw: Framework, release: Release, variant: Variant, files: list[DistFile], reader: IndexReader) -> list[Finding]:
+def _verify_variant(fw: Framework, release: Release, variant: Variant, files: list[DistFile], reader: IndexReader) -> list[PinFinding]:
     tag = fw.tag_of(variant.cuda)
     if not files:
-        return [Finding(fw.name, release.version, tag, "build", f"{fw.package} {release.version} ({tag})", "not on the index", MISSING)]
+        return [PinFinding(fw.name, release.version, tag, "build", f"{fw.package} {release.version} ({tag})", "not on the index", MISSING)]
     key = (Version(Version(release.version).public), _label_of(files[0]))
     try:
         build = reader.read(fw.package, key, files, release.python)
     except PackageIndexError as exc:
-        return [Finding(fw.name, release.version, tag, "metadata", "-", f"unreadable: {exc}", DIFFERS)]
+        return [PinFinding(fw.name, release.version, tag, "metadata", "-", f"unreadable: {exc}", DIFFERS)]
     findings = compare_build(fw, release, variant, build)
     requirements = applicable(build.requirements, build.python, (tag,))
     for name, version in release.companions:
@@ -304,7 +296,7 @@ def _verify_variant(fw: Framework, release: Release, variant: Variant, files: li
 
 
 def _label_of(file: DistFile) -> str:
-    key = build_key(file)
+    key = release_key(file)
     return key[1] if key else ""
 
 
@@ -334,7 +326,7 @@ def verify_matrix(matrix: Matrix, framework: str | None = None, index: str | Non
     """
     names = _framework_names(matrix, framework)
     checked: list[tuple[str, str, str]] = []
-    findings: list[Finding] = []
+    findings: list[PinFinding] = []
     indexes: dict[str, str] = {}
     live = session or new_session(settings)
     try:

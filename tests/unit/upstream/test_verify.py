@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from packaging.requirements import Requirement
 
-from imagectl.ci.builds import IndexBuild, builds_of
-from imagectl.ci.verify import (
+from imagectl.upstream.index_builds import IndexBuild, builds_of
+from imagectl.upstream.verify import (
     DIFFERS,
     MISSING,
     UNSTATED,
@@ -361,6 +361,6 @@ def test_bad_arguments_exit_2(run_cli, use_matrix, test_matrix_dir):
     ("torch", None),
 ])
 def test_exact_version(line, exact):
-    from imagectl.ci.builds import exact_version
+    from imagectl.upstream.index_builds import exact_version
 
     assert exact_version(Requirement(line)) == exact

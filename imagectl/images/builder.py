@@ -5,8 +5,8 @@ made; the immutable tag is pushed before the moving tag moves; the moving tag mo
 manifest PUT) before the local one.  A failure at any step raises BuildError and leaves every moving tag
 where it was; nothing is deleted.
 
-Reuse: the build key (see :mod:`.key`) is stored as a label and written into the immutable tag, so an
-unchanged profile is found with one engine query (local) or one tag listing (registry).  A reused image
+Reuse: the build key (see :mod:`.build_key`) is stored as a label and written into the immutable tag, so an
+unchanged profile is found with one tag listing (:meth:`TagStore.tag_with_key`, local or registry).  A reused image
 moves the moving tag only where the moving tag does not exist yet: ``build`` never undoes a rollback unless
 something changed or ``--force`` is given.
 """
@@ -21,29 +21,27 @@ from typing import Callable, Sequence
 
 from ..cache import cached
 from ..config import Config
-from ..errors import BuildError, ImagectlError, OperationError
+from ..engine import Engine, LineSink
+from ..errors import BuildError, ImagectlError
+from ..imagecheck.run import run_check
+from ..labels import BUILD_KEY
 from ..matrix.model import Profile
 from ..reference import Reference, parse_reference
 from ..render.context import base_reference
-from ..resources import template_files
-from ..tags.naming import MOVING_TAG, immutable_tag, repository
+from ..shipped import template_files
 from ..tags.managed import open_tag_store
 from ..tags.moves import MoveResult, guarded_move
-from ..tags.store import RegistryTagStore, TagStore
-from .base import resolve_base_digest
-from .check import Finding, compare, expectations, failed, format_findings, parse_report
-from .engine import Engine, LineSink
-from .files import context_files_on_disk, file_digests, place_files
-from .key import KEY_LABEL, build_key
-
-CHECK_COMMAND = ["python", "/opt/imagectl/check.py"]
+from ..tags.naming import MOVING_TAG, immutable_tag, repository, short_digest
+from ..tags.store import TagStore
+from .base_digest import resolve_base_digest
+from .build_key import build_key
+from .context_files import context_files_on_disk, file_digests, place_files
 
 
 @dataclass(frozen=True)
 class BuildOptions:
     """What the user asked for."""
 
-    push: bool = False
     force: bool = False
     no_cache: bool = False
     extras: tuple[str, ...] = ()
@@ -94,20 +92,15 @@ def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOp
     key = build_key(files, base_digest, config.build_args, file_digests(added))
     repo = repository(repository_name(profile, options), config)
     store = open_tag_store(repo, config, lambda: engine)
-    result = None if options.force else _reuse(profile, key, repo, store, engine, options, log)
+    result = None if options.force else _reuse(key, repo, store, log)
     if result is None:
         result = _build(profile, files, added, key, repo, store, config, engine, options, log)
     result.seconds = round(time.monotonic() - started, 1)
     return result
 
 
-def _reuse(profile: Profile, key: str, repo: Reference, store: TagStore, engine: Engine,
-           options: BuildOptions, log: LineSink) -> BuildResult | None:
-    suffix = f"-{key[:10]}"
-    if isinstance(store, RegistryTagStore):
-        tag = next((t for t in store.tags() if t.endswith(suffix)), None)
-    else:
-        tag = _local_tag_with_key(engine, repo, key)
+def _reuse(key: str, repo: Reference, store: TagStore, log: LineSink) -> BuildResult | None:
+    tag = store.tag_with_key(key)
     if tag is None:
         return None
     target = store.digest(tag) or ""
@@ -117,23 +110,14 @@ def _reuse(profile: Profile, key: str, repo: Reference, store: TagStore, engine:
     if current is None:
         _note(result, guarded_move(store, MOVING_TAG, target, tag, None, "build"))
     elif current != target:
-        result.notes.append(f"{MOVING_TAG} stays on {current[:19]} (a rollback or newer build); --force rebuilds and moves it")
+        result.notes.append(f"{MOVING_TAG} stays on {short_digest(current)} (a rollback or newer build); "
+                            "--force rebuilds and moves it")
     return result
-
-
-def _local_tag_with_key(engine: Engine, repo: Reference, key: str) -> str | None:
-    """The local immutable tag of ``repo`` whose image has build key ``key``: the moving tag's image is asked
-    first (one inspect: the usual case of an unchanged profile), then every image with that label."""
-    current = engine.inspect(f"{repo.familiar}:{MOVING_TAG}")
-    candidates = [current] if current and current.labels.get(KEY_LABEL) == key else engine.find_by_label(KEY_LABEL, key)
-    prefix = f"{repo.familiar}:"
-    tags = [t[len(prefix):] for info in candidates for t in info.tags if t.startswith(prefix)]
-    return next((t for t in tags if t.endswith(f"-{key[:10]}")), None)
 
 
 def _build(profile: Profile, files: dict[str, bytes], added: dict[str, Path], key: str, repo: Reference,
            store: TagStore, config: Config, engine: Engine, options: BuildOptions, log: LineSink) -> BuildResult:
-    labels = {KEY_LABEL: key}
+    labels = {BUILD_KEY: key}
     from ..render.dockerfile import write_context
 
     with tempfile.TemporaryDirectory(prefix="imagectl-") as tmp:
@@ -166,34 +150,6 @@ def _note(result: BuildResult, moved: MoveResult) -> BuildResult:
     return result
 
 
-def check_findings(engine: Engine, image: str, labels: dict[str, str], network: str | None, gpu: bool) -> list[Finding]:
-    """Run the in-image check in a container of ``image`` and compare its report with ``labels``.
-
-    Raises OperationError when the image has no imagectl labels or the check script does not run.
-    """
-    expect = expectations(labels)
-    status, output = engine.run(image, CHECK_COMMAND + (["--gpu"] if gpu else []), network, gpus=gpu)
-    if status != 0:
-        raise OperationError(f"the in-image check exited with status {status}: {output.strip()[-300:]}")
-    return compare(expect, parse_report(output))
-
-
-def run_check(engine: Engine, image: str, network: str | None, gpu: bool, log: LineSink) -> list[Finding]:
-    """The in-image check of a fresh build; raises BuildError (step ``check``) on any mismatch."""
-    info = engine.inspect(image)
-    try:
-        findings = check_findings(engine, image, dict(info.labels) if info else {}, network, gpu)
-    except OperationError as exc:
-        raise BuildError(str(exc), "check") from None
-    report = format_findings(findings)
-    for line in report.splitlines():
-        log(f"check: {line}")
-    bad = failed(findings)
-    if bad:
-        raise BuildError(f"in-image check failed: {'; '.join(f'{f.what}: expected {f.expected}, found {f.actual}' for f in bad)}", "check", report)
-    return findings
-
-
 def build_many(profiles: Sequence[Profile], config: Config, engine: Engine, options: BuildOptions, jobs: int,
                make_log: Callable[[str], LineSink]) -> list[BuildResult]:
     """Build several profiles, ``jobs`` at a time; a failure of one does not stop the others."""
@@ -212,14 +168,3 @@ def build_many(profiles: Sequence[Profile], config: Config, engine: Engine, opti
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         return list(pool.map(one, profiles))
-
-
-def summary_table(results: Sequence[BuildResult]) -> str:
-    """The final table: profile, tag, digest, size, seconds, built or reused."""
-    from ..describe import format_table
-
-    rows = [{
-        "profile": r.profile, "status": r.status, "tag": r.tag or "-", "digest": (r.digest or "-")[:19],
-        "size": f"{r.size / 1e6:.0f} MB" if r.size else "-", "seconds": f"{r.seconds:.1f}",
-    } for r in results]
-    return format_table(rows, ("profile", "status", "tag", "digest", "size", "seconds"))

@@ -37,7 +37,7 @@ from ..pypi.wheels import cpython_sort_key
 PREFERRED_PYTHON = "3.11"
 MAX_TRIES = 3  # wheels of one build tried before its metadata counts as unreadable
 
-BuildKey = tuple[Version, str]  # (public version, local label or "")
+ReleaseKey = tuple[Version, str]  # (public version, local label or "")
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def python_of_abi(abi: str) -> str:
     return f"3.{abi[3:]}"
 
 
-def build_key(file: DistFile) -> BuildKey | None:
+def release_key(file: DistFile) -> ReleaseKey | None:
     """The (public version, local label) of a wheel, or ``None`` for a file that is not a valid wheel."""
     if not is_wheel(file):
         return None
@@ -81,17 +81,17 @@ def build_key(file: DistFile) -> BuildKey | None:
     return Version(version.public), version.local or ""
 
 
-def builds_of(files: Iterable[DistFile]) -> dict[BuildKey, list[DistFile]]:
+def builds_of(files: Iterable[DistFile]) -> dict[ReleaseKey, list[DistFile]]:
     """Group the wheels of ``files`` by build, in index order; invalid wheel names are ignored."""
-    grouped: dict[BuildKey, list[DistFile]] = {}
+    grouped: dict[ReleaseKey, list[DistFile]] = {}
     for file in files:
-        key = build_key(file)
+        key = release_key(file)
         if key is not None:
             grouped.setdefault(key, []).append(file)
     return grouped
 
 
-def find_build(builds: Mapping[BuildKey, list[DistFile]], version: str, label: str, plain_ok: bool) -> list[DistFile]:
+def find_build(builds: Mapping[ReleaseKey, list[DistFile]], version: str, label: str, plain_ok: bool) -> list[DistFile]:
     """The wheels of ``version`` labelled ``label``, else (when ``plain_ok``) its unlabelled wheels, else []."""
     try:
         wanted = Version(Version(version).public)
@@ -139,7 +139,7 @@ def yanked_reason(files: Sequence[DistFile]) -> str | None:
     return next((f.yanked_reason for f in files if f.yanked_reason), "")
 
 
-def read_build(project: str, key: BuildKey, files: Sequence[DistFile], index: str, session: requests.Session,
+def read_build(project: str, key: ReleaseKey, files: Sequence[DistFile], index: str, session: requests.Session,
                settings: IndexSettings = DEFAULT_SETTINGS, hint: Sequence[str] = ()) -> IndexBuild:
     """Read the metadata of the build's best wheel (trying up to MAX_TRIES wheels) into an IndexBuild.
 
@@ -164,7 +164,7 @@ def read_build(project: str, key: BuildKey, files: Sequence[DistFile], index: st
     raise error
 
 
-def _label(key: BuildKey) -> str:
+def _label(key: ReleaseKey) -> str:
     return f"{key[0]}+{key[1]}" if key[1] else str(key[0])
 
 
@@ -209,10 +209,10 @@ class IndexReader:
 
     def __init__(self, index: str, session: requests.Session, settings: IndexSettings = DEFAULT_SETTINGS) -> None:
         self.index, self.session, self.settings = index, session, settings
-        self._projects: dict[str, dict[BuildKey, list[DistFile]] | PackageIndexError] = {}
-        self._builds: dict[tuple[str, BuildKey], IndexBuild | PackageIndexError] = {}
+        self._projects: dict[str, dict[ReleaseKey, list[DistFile]] | PackageIndexError] = {}
+        self._builds: dict[tuple[str, ReleaseKey], IndexBuild | PackageIndexError] = {}
 
-    def project(self, name: str) -> dict[BuildKey, list[DistFile]]:
+    def project(self, name: str) -> dict[ReleaseKey, list[DistFile]]:
         """The builds of project ``name`` on the index.
 
         Raises:
@@ -226,7 +226,7 @@ class IndexReader:
                 self._projects[name] = exc
         return _value(self._projects[name])
 
-    def read(self, name: str, key: BuildKey, files: Sequence[DistFile], hint: Sequence[str] = ()) -> IndexBuild:
+    def read(self, name: str, key: ReleaseKey, files: Sequence[DistFile], hint: Sequence[str] = ()) -> IndexBuild:
         """The build ``key`` of ``name`` (its ``files``) read with :func:`read_build`; raises as it does."""
         if (name, key) not in self._builds:
             try:

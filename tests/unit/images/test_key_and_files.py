@@ -2,8 +2,8 @@ import os
 
 import pytest
 
-from imagectl.build.files import context_files_on_disk, file_digests, place_files
-from imagectl.build.key import build_key
+from imagectl.images.context_files import context_files_on_disk, file_digests, place_files
+from imagectl.images.build_key import build_key
 from imagectl.errors import InputError
 
 BASE = "sha256:" + "a" * 64

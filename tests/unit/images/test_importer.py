@@ -8,21 +8,19 @@ from dataclasses import replace
 
 import pytest
 
-from imagectl.build.check import expectations
-from imagectl.build.engine import ImageInfo
 from imagectl.config import Config
+from imagectl.engine import ImageInfo
 from imagectl.errors import OperationError
-from imagectl.matrix.names import resolve_profile
-from imagectl.render.context import image_labels
-from imagectl.tags.importer import (
+from imagectl.images.importer import (
     ImportOptions,
-    expectations_from_profile,
     import_image,
     import_json,
     matching_profiles,
-    names_registry,
     profile_matches,
 )
+from imagectl.labels import expectations, expectations_from_profile, labels_for
+from imagectl.matrix.names import resolve_profile
+from imagectl.reference import names_registry
 from imagectl.tags.managed import resolve_managed
 from imagectl.tags.naming import MOVING_TAG, immutable_parts, is_immutable
 
@@ -36,9 +34,14 @@ def report_for(profile, **changes):
     return report
 
 
-def test_expectations_from_profile_equal_what_the_labels_of_a_build_promise(matrix):
+def test_expectations_from_profile_are_the_profiles_versions_and_pins(matrix):
     profile = resolve_profile("torch-2.3-cu121", matrix)
-    assert expectations_from_profile(profile) == expectations(image_labels(profile, profile.base_image))
+    expect = expectations_from_profile(profile)
+    assert expect == {"framework": "torch", "version": profile.release.version, "cuda": profile.variant.cuda,
+                      "cudnn": profile.variant.cudnn, "nccl": profile.variant.nccl, "python": profile.python,
+                      "packages": dict(profile.packages)}
+    assert expect["packages"] and expect["version"].startswith("2.3.")
+    assert expectations(labels_for(profile, profile.base_image)) == expect
 
 
 def test_matching_profiles(matrix):

@@ -11,8 +11,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from imagectl.ci.builds import IndexBuild
-from imagectl.ci.sync import missing_releases, propose, render_proposal
+from imagectl.upstream.index_builds import IndexBuild
+from imagectl.upstream.sync import missing_releases, propose, render_proposal
 from imagectl.matrix.load import load_matrix
 
 if sys.version_info >= (3, 11):

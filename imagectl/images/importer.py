@@ -28,25 +28,22 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..build.check import Finding, compare, failed, parse_report
 from ..config import Config
+from ..engine import LineSink
 from ..errors import InputError, OperationError
+from ..grammar import major_minor
+from ..imagecheck.compare import Finding, compare, failed
+from ..imagecheck.run import run_foreign_check
+from ..labels import PROFILE, expectations_from_profile
 from ..matrix.model import Matrix, Profile
 from ..matrix.names import build_profile
-from ..reference import Reference, parse_reference
-from .history import short
-from .managed import ManagedRepository, open_tag_store
-from .moves import MoveResult, guarded_move
-from .naming import MOVING_TAG, immutable_tag, is_immutable
-from .store import Move, TagStore, now, who
+from ..reference import Reference, names_registry, parse_reference
+from ..tags.managed import ManagedRepository, open_tag_store
+from ..tags.moves import MoveResult, guarded_move
+from ..tags.naming import MOVING_TAG, immutable_tag, short_digest
+from ..tags.store import Move, TagStore, now, who
 
-LineSink = Callable[[str], None]
 _SHOWN = 5  # disagreements spelled out in a note
-
-# Run the check script given as $1 with the image's python (a venv's on PATH first), else python3.
-_RUN_CHECK = ('for py in python python3; do if command -v "$py" >/dev/null 2>&1; then exec "$py" -c "$1"; fi; done; '
-              'echo "no python or python3 on the PATH of the image" >&2; exit 127')
-
 
 @dataclass(frozen=True)
 class ImportOptions:
@@ -92,31 +89,11 @@ class ImportResult:
         return failed(self.findings)
 
 
-def names_registry(text: str) -> bool:
-    """Whether reference ``text`` names its registry (first component a host: has "." or ":" or is localhost)."""
-    first, sep, _ = text.partition("/")
-    return bool(sep) and ("." in first or ":" in first or first == "localhost")
-
-
-def expectations_from_profile(profile: Profile) -> dict[str, Any]:
-    """What an image of ``profile`` must contain, in the shape of :func:`imagectl.build.check.expectations`
-    (pure): the same dict the labels of a build of ``profile`` give."""
-    return {
-        "framework": profile.framework.name,
-        "version": profile.release.version,
-        "cuda": profile.variant.cuda,
-        "cudnn": profile.variant.cudnn or None,
-        "nccl": profile.variant.nccl or None,
-        "python": profile.python,
-        "packages": dict(profile.packages),
-    }
-
-
 def report_facts(report: Mapping[str, Any]) -> tuple[str, str, str, str]:
     """(framework, release, CUDA major.minor, Python major.minor) a check report found ("" where unknown)."""
     fw = report.get("framework") or {}
-    return (str(fw.get("name") or ""), str(fw.get("version") or "").split("+")[0], _minor(fw.get("cuda")) or "",
-            _minor(report.get("python")) or "")
+    return (str(fw.get("name") or ""), str(fw.get("version") or "").split("+")[0], major_minor(fw.get("cuda")) or "",
+            major_minor(report.get("python")) or "")
 
 
 def profile_matches(profile: Profile, report: Mapping[str, Any]) -> bool:
@@ -150,10 +127,6 @@ def _profile_name(matrix: Matrix, fw: Any, release: Any, variant: Any, version: 
         return f"{fw.name}-{version}-{fw.tag_of(variant.cuda)}-py{python}"
 
 
-def _minor(version: Any) -> str | None:
-    return ".".join(str(version).split(".")[:2]) if version else None
-
-
 def read_source(text: str, config: Config, make_engine: Callable[[], Any]) -> SourceImage:
     """The source image ``text`` names, read without pulling (registry API, or the engine's inspect).
 
@@ -164,7 +137,7 @@ def read_source(text: str, config: Config, make_engine: Callable[[], Any]) -> So
     if names_registry(text):
         from ..registry.access import client_for
 
-        client = client_for(ref.domain, config)
+        client = client_for(ref.domain, config.insecure_hosts)
         manifest = client.get_manifest(ref.path, ref.digest or ref.tag or "latest")
         image = client.get_image_config(ref.path, manifest)
         created = image.created.isoformat() if image.created else ""
@@ -184,17 +157,6 @@ def check_script(profile: Profile, config: Config) -> str:
     return context_files(profile, config)["imagectl-check.py"].decode()
 
 
-def run_foreign_check(engine: Any, image: str, script: str, network: str | None) -> dict[str, Any]:
-    """Run ``script`` in a throw-away container of ``image`` with its own Python; the parsed report.
-
-    Raises OperationError when the image has no shell or Python, or the script prints no report.
-    """
-    status, output = engine.run(image, ["sh", "-c", _RUN_CHECK, "imagectl-check", script], network)
-    if status != 0:
-        raise OperationError(f"import: the in-image check of {image} exited with status {status}: {output.strip()[-300:]}")
-    return parse_report(output)
-
-
 def import_image(text: str, managed: ManagedRepository, matrix: Matrix, config: Config, make_engine: Callable[[], Any],
                  options: ImportOptions, log: LineSink) -> ImportResult:
     """Import the image ``text`` into ``managed`` (steps in the module docstring).  ``make_engine`` returns the
@@ -205,15 +167,15 @@ def import_image(text: str, managed: ManagedRepository, matrix: Matrix, config: 
     """
     source = read_source(text, config, make_engine)
     where = "registry" if source.in_registry else "local engine"
-    log(f"{text}: {short(source.digest)} in the {where}, created {source.created or 'at an unknown time'}")
+    log(f"{text}: {short_digest(source.digest)} in the {where}, created {source.created or 'at an unknown time'}")
     result = ImportResult(source, managed.reference.familiar)
     engine_image = _check(result, managed, matrix, config, make_engine(), log) if options.check else None
-    labelled = source.labels.get("imagectl.profile")
+    labelled = source.labels.get(PROFILE)
     if labelled and labelled != managed.profile.name:
         result.notes.append(f"its imagectl labels say it was built as {labelled}")
     _judge(result, managed, options)
     store = open_tag_store(managed.reference, config, make_engine)
-    existing = _imported_before(store, source.key)
+    existing = store.tag_with_key(source.key)
     if existing:
         result.tag, result.digest, result.reused = existing, store.digest(existing) or "", True
         log(f"{source.reference.familiar} was imported before as {existing}")
@@ -266,11 +228,6 @@ def _judge(result: ImportResult, managed: ManagedRepository, options: ImportOpti
                              + "; ".join(problems[:_SHOWN] or result.notes[-1:]) + "; nothing imported")
 
 
-def _imported_before(store: TagStore, key: str) -> str | None:
-    suffix = f"-{key[:10]}"
-    return next((t for t in sorted(store.tags(), reverse=True) if is_immutable(t) and t.endswith(suffix)), None)
-
-
 def _copy(source: SourceImage, target: Reference, tag: str, config: Config, make_engine: Callable[[], Any],
           engine_image: str | None, log: LineSink) -> tuple[str, str]:
     """Put the source under ``target:tag``; (the digest it got, how it was copied)."""
@@ -289,9 +246,9 @@ def _registry_copy(source: SourceImage, target: Reference, tag: str, config: Con
     from ..registry.access import client_for
     from ..registry.copy import Endpoint, copy_image
 
-    src = Endpoint(client_for(source.reference.domain, config), source.reference.path)
-    dst = Endpoint(src.client if source.reference.domain == target.domain else client_for(target.domain, config), target.path)
-    log(f"copying {source.reference.repository}@{short(source.digest)} to {target}:{tag}")
+    src = Endpoint(client_for(source.reference.domain, config.insecure_hosts), source.reference.path)
+    dst = Endpoint(src.client if source.reference.domain == target.domain else client_for(target.domain, config.insecure_hosts), target.path)
+    log(f"copying {source.reference.repository}@{short_digest(source.digest)} to {target}:{tag}")
     report = copy_image(src, source.digest, dst, tag)
     how = f"registry copy: {len(report.mounted)} blobs mounted, {len(report.uploaded)} streamed, {len(report.skipped)} already there"
     return report.digest, how
@@ -303,25 +260,11 @@ def _move_latest(store: TagStore, result: ImportResult, options: ImportOptions) 
     if current is None or options.set_latest:
         return guarded_move(store, MOVING_TAG, result.digest, result.tag, current, "import")
     if current != result.digest:
-        result.notes.append(f"{MOVING_TAG} stays on {short(current)}; move it with 'imagectl rollback NAME --to {result.tag}' "
+        result.notes.append(f"{MOVING_TAG} stays on {short_digest(current)}; move it with 'imagectl rollback NAME --to {result.tag}' "
                             "or import with --set-latest")
     if not result.reused:
         store.record(Move(tag=result.tag, to=result.digest, previous=None, action="import", when=now(), by=who(), to_tag=result.tag))
     return None
-
-
-def format_import(result: ImportResult) -> str:
-    """The import's outcome as a few lines of text (the findings come first, one per line)."""
-    from ..build.check import format_findings
-
-    lines = [format_findings(result.findings)] if result.findings else []
-    verb = "already imported as" if result.reused else "imported as"
-    lines.append(f"{result.source.reference.familiar}: {verb} {result.repository}:{result.tag} ({short(result.digest)})")
-    if result.copied:
-        lines.append(f"  {result.copied}")
-    if result.move is not None:
-        lines.append(f"  {result.move.describe(result.repository)}")
-    return "\n".join(lines)
 
 
 def import_json(result: ImportResult) -> dict[str, Any]:

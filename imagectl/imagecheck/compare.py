@@ -1,4 +1,4 @@
-"""The in-image check: compare what a container reports (``check.py`` JSON) with what its labels promise.
+"""The in-image check's comparison: what a container reports (``check.py`` JSON) against what was promised.
 
 Everything here is pure: the report comes in as a dict, findings go out.  A finding that is not ``ok`` with
 severity ``error`` fails the check; a ``warning`` (a system NCCL that differs from the one the framework
@@ -8,13 +8,14 @@ loads, no GPU for ``--gpu``) is reported and does not.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import OperationError
+from ..grammar import major_minor
 
 
 @dataclass(frozen=True)
@@ -45,22 +46,6 @@ def parse_report(text: str) -> dict[str, Any]:
     raise OperationError(f"the in-image check printed no report: {text.strip()[-300:] or '(nothing)'}")
 
 
-def expectations(labels: Mapping[str, str]) -> dict[str, Any]:
-    """What an image's imagectl labels promise; raises OperationError for an image imagectl did not label."""
-    if "imagectl.framework" not in labels:
-        raise OperationError("the image has no imagectl labels: nothing to compare with (use 'imagectl import' for foreign images)")
-    packages = dict(item.split("==", 1) for item in labels.get("imagectl.packages", "").split(",") if "==" in item)
-    return {
-        "framework": labels["imagectl.framework"],
-        "version": labels.get("imagectl.framework.version"),
-        "cuda": labels.get("imagectl.cuda"),
-        "cudnn": labels.get("imagectl.cudnn") or None,
-        "nccl": labels.get("imagectl.nccl") or None,
-        "python": labels.get("imagectl.python"),
-        "packages": packages,
-    }
-
-
 def _same_version(expected: str | None, actual: str | None, parts: int | None = None) -> bool:
     if expected is None or actual is None:
         return expected == actual
@@ -76,7 +61,7 @@ def compare(expect: Mapping[str, Any], report: Mapping[str, Any]) -> list[Findin
     """Every finding of a check report against the expectations."""
     fw = report.get("framework") or {}
     out = [
-        Finding("python", expect["python"], _minor(report.get("python")), _same_version(expect["python"], report.get("python"), 2)),
+        Finding("python", expect["python"], major_minor(report.get("python")), _same_version(expect["python"], report.get("python"), 2)),
         Finding(f"{expect['framework']} version", expect["version"], fw.get("version") or fw.get("error"), _same_version(expect["version"], fw.get("version"))),
         Finding(f"{expect['framework']} CUDA", expect["cuda"], fw.get("cuda"), _same_version(expect["cuda"], fw.get("cuda"), 2)),
     ]
@@ -89,15 +74,6 @@ def compare(expect: Mapping[str, Any], report: Mapping[str, Any]) -> list[Findin
     if report.get("gpu_requested"):
         out += _gpu_findings(fw.get("gpu") or {})
     return out
-
-
-def canonicalize_name(name: str) -> str:
-    """PEP 503 normalisation of a distribution name."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _minor(version: Any) -> str | None:
-    return ".".join(str(version).split(".")[:2]) if version else None
 
 
 def _package_findings(pins: Mapping[str, str], installed: Mapping[str, str]) -> list[Finding]:

@@ -59,6 +59,18 @@ def driver_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
+def major_minor(version: object) -> str | None:
+    """``12.1`` for ``12.1.105``, ``3.11`` for ``3.11.7`` (None for an empty value; text that is not a
+    version keeps its first two dot-separated parts)."""
+    if not version:
+        return None
+    try:
+        release = Version(str(version)).release
+    except InvalidVersion:
+        return ".".join(str(version).split(".")[:2])
+    return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
+
+
 def check_package_name(value: object, what: str = "package name") -> str:
     """Return a PEP 508 distribution name; raises ValidationError otherwise."""
     if not isinstance(value, str) or not _NAME_RE.match(value):

@@ -1,4 +1,4 @@
-"""Helpers for the CI tests: local simple indexes generated from the recorded PyPI metadata, a matrix
+"""Helpers for the CI and upstream tests: local simple indexes generated from the recorded PyPI metadata, a matrix
 that replaces the shipped one, and a scratch git repository."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RECORDED = FIXTURES / "pypi" / "torch-wheels.json"
 
 
@@ -118,17 +118,15 @@ def serve() -> Iterator[Any]:
 @pytest.fixture
 def use_matrix(monkeypatch: pytest.MonkeyPatch):
     """``use_matrix(dir)``: the CLI loads ``dir`` in place of the shipped matrices (templates stay shipped)."""
-    import imagectl.resources
-    import imagectl.workspace
+    import imagectl.shipped
 
-    real = imagectl.resources.shipped_dir
+    real = imagectl.shipped.shipped_dir
 
     def install(directory: Path) -> Path:
         def shipped(kind: str) -> Path:
             return directory if kind == "matrices" else real(kind)
 
-        monkeypatch.setattr(imagectl.resources, "shipped_dir", shipped)
-        monkeypatch.setattr(imagectl.workspace, "shipped_dir", shipped)
+        monkeypatch.setattr(imagectl.shipped, "shipped_dir", shipped)
         return directory
 
     return install

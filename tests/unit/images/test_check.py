@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from imagectl.build.check import compare, expectations, failed, format_findings, parse_report
+from imagectl.imagecheck.compare import compare, failed, format_findings, parse_report
+from imagectl.labels import expectations
 from imagectl.errors import OperationError
 
 LABELS = {
