@@ -1,35 +1,32 @@
 """The one request path of the package-index reader: a session, bounded retries, typed errors.
 
 Every HTTP request the :mod:`imagectl.pypi` package makes goes through :func:`request`.  It retries only
-what is transient (a connection error or timeout, HTTP 429, HTTP 5xx), a bounded number of times, and
-turns what is left into :class:`~imagectl.errors.PackageIndexError` through :func:`index_error`, so every
-message is one line that starts with the URL.
+what is transient, by the policy it shares with the registry client (:class:`imagectl.retry.RetryPolicy`:
+a connection error or timeout, HTTP 429, HTTP 5xx except 501, ``Retry-After`` honoured), a bounded number of
+times, and turns what is left into :class:`~imagectl.errors.PackageIndexError` through :func:`index_error`,
+so every message is one line that starts with the URL.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import requests
 
 from imagectl.errors import PackageIndexError
-
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+from imagectl.retry import RetryPolicy, loggable_url, send_with_retries
 
 
 @dataclass(frozen=True)
 class IndexSettings:
-    """How the reader talks to an index: timeouts, the retry budget and the User-Agent."""
+    """How the reader talks to an index: timeouts, the User-Agent, the Range budget and the retry policy."""
 
     timeout: float = 30.0
-    retries: int = 3
-    backoff: float = 0.5
-    max_retry_after: float = 30.0
     user_agent: str = "imagectl (package index reader)"
     max_range_bytes: int = 64 * 1024 * 1024
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
 DEFAULT_SETTINGS = IndexSettings()
@@ -68,14 +65,6 @@ def session_scope(
         owned.close()
 
 
-def retry_delay(response: requests.Response | None, attempt: int, settings: IndexSettings) -> float:
-    """Seconds to wait before retry number ``attempt`` (0-based): ``Retry-After`` or exponential backoff."""
-    header = str(response.headers.get("Retry-After", "")) if response is not None else ""
-    if header.strip().isdigit():
-        return min(float(header.strip()), settings.max_retry_after)
-    return settings.backoff * 2.0**attempt
-
-
 def request(
     session: requests.Session,
     url: str,
@@ -83,7 +72,7 @@ def request(
     headers: Mapping[str, str] | None = None,
     stream: bool = False,
 ) -> requests.Response:
-    """GET ``url`` (following redirects), retrying connection errors, timeouts, 429 and 5xx.
+    """GET ``url`` (following redirects), retrying connection errors, timeouts, 429 and 5xx (not 501).
 
     Returns the final response whatever its status (the caller decides what a 404 means); a response
     that is still 429/5xx after the last retry is returned as is.
@@ -91,22 +80,16 @@ def request(
     Raises:
         PackageIndexError: the server could not be reached after every retry, or the URL is unusable.
     """
-    for attempt in range(settings.retries + 1):
-        last = attempt == settings.retries
-        try:
-            response = session.get(url, headers=dict(headers or {}), timeout=settings.timeout, stream=stream)
-        except (requests.ConnectionError, requests.Timeout) as exc:
-            if last:
-                raise index_error(url, f"cannot reach the index: {type(exc).__name__}") from exc
-            time.sleep(retry_delay(None, attempt, settings))
-            continue
-        except requests.RequestException as exc:
-            raise index_error(url, f"request failed: {exc}") from exc
-        if response.status_code not in RETRY_STATUSES or last:
-            return response
-        response.close()
-        time.sleep(retry_delay(response, attempt, settings))
-    raise AssertionError("unreachable")  # pragma: no cover
+
+    def send_once() -> requests.Response:
+        return session.get(url, headers=dict(headers or {}), timeout=settings.timeout, stream=stream)
+
+    try:
+        return send_with_retries(send_once, settings.retry, f"GET {loggable_url(url)}")
+    except (requests.ConnectionError, requests.Timeout) as exc:
+        raise index_error(url, f"cannot reach the index: {type(exc).__name__}") from exc
+    except requests.RequestException as exc:
+        raise index_error(url, f"request failed: {exc}") from exc
 
 
 def get_ok(

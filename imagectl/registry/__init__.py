@@ -2,6 +2,7 @@
 
 ``RegistryClient`` talks to one registry; ``connect(host)`` makes one that reads credentials from the
 Docker config when the registry asks; ``copy_image`` moves an image between repositories or registries.
+``RetryPolicy`` is re-exported from :mod:`imagectl.retry`, the policy shared with the package-index reader.
 """
 
 from .auth import TokenCache
@@ -19,7 +20,7 @@ from .manifest import (
     Manifest,
     sha256_digest,
 )
-from .retry import RetryPolicy
+from ..retry import RetryPolicy
 
 __all__ = [
     "BlobReader",

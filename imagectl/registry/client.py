@@ -2,7 +2,8 @@
 
 Every call goes through :meth:`RegistryClient._request`, which attaches an ``Authorization`` header once the
 registry's challenge is known, answers a 401 once (basic or bearer token, see :mod:`.auth`), retries
-transient failures (:mod:`.retry`), and turns any other answer into a typed error (:mod:`.error_factory`).
+transient failures (the policy shared with the package-index reader, :mod:`imagectl.retry`), and turns any
+other answer into a typed error (:mod:`.error_factory`).
 
 TLS is verified by default.  A client created with ``insecure=True`` first tries https without verifying
 the certificate and, if the registry does not speak TLS at all, falls back to plain http, as dockerd does for
@@ -22,6 +23,7 @@ import requests
 import urllib3
 
 from ..errors import RegistryError, ValidationError
+from ..retry import RetryPolicy, loggable_url, send_with_retries
 from .auth import Authenticator, CredentialsLookup, TokenCache, repository_scope
 from .credentials import Credentials, load_credentials
 from .error_factory import error_from_response, oci_error_codes, unreachable_error
@@ -35,7 +37,6 @@ from .manifest import (
     pick_platform,
     sha256_digest,
 )
-from .retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -418,33 +419,23 @@ class RegistryClient:
         payload: _Payload | None = None,
         stream: bool = False,
     ) -> requests.Response:
-        """One HTTP exchange, tried again (per the retry policy) after transient failures.
+        """One HTTP exchange, tried again (per the :class:`~imagectl.retry.RetryPolicy`) after transient failures.
 
         Raises RegistryError "registry HOST unreachable" when no try got an answer.
         """
-        payload = payload or _Payload(None)
-        attempts = self._retry.attempts if payload.resendable else 1
-        for attempt in range(attempts):
-            payload.rewind()
-            last = attempt == attempts - 1
-            try:
-                response = self._send_once(method, url, params, headers, payload.data, stream)
-            except requests.exceptions.SSLError as exc:
-                raise unreachable_error(self._name_of(url), exc, _TLS_HINT) from None
-            except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
-                if last:
-                    raise unreachable_error(self._name_of(url), exc) from None
-                log.info("%s %s failed (%s); trying again", method, _loggable(url), type(exc).__name__)
-                self._retry.sleep(self._retry.delay(attempt))
-                continue
-            except requests.exceptions.RequestException as exc:
-                raise unreachable_error(self._name_of(url), exc) from None
-            if last or not self._retry.should_retry(response.status_code):
-                return response
-            log.info("%s %s answered %s; trying again", method, _loggable(url), response.status_code)
-            response.close()
-            self._retry.sleep(self._retry.delay(attempt, response))
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+        body = payload or _Payload(None)
+        policy = self._retry if body.resendable else self._retry.once()
+
+        def send_once() -> requests.Response:
+            body.rewind()
+            return self._send_once(method, url, params, headers, body.data, stream)
+
+        try:
+            return send_with_retries(send_once, policy, f"{method} {loggable_url(url)}")
+        except requests.exceptions.SSLError as exc:
+            raise unreachable_error(self._name_of(url), exc, _TLS_HINT) from None
+        except requests.exceptions.RequestException as exc:
+            raise unreachable_error(self._name_of(url), exc) from None
 
     def _send_once(
         self, method: str, url: str, params: Any, headers: Mapping[str, str] | None, data: Body, stream: bool
@@ -457,7 +448,7 @@ class RegistryClient:
                 timeout=(self._timeouts.connect_s, self._timeouts.read_s), verify=not self.insecure,
                 auth=_no_auth, allow_redirects=method in ("GET", "HEAD"),
             )
-        log.debug("%s %s -> %s", method, _loggable(url), response.status_code)
+        log.debug("%s %s -> %s", method, loggable_url(url), response.status_code)
         return response
 
     def _base_url(self) -> str:
@@ -520,12 +511,6 @@ def _with_auth(headers: Mapping[str, str] | None, authorization: str | None) -> 
     if authorization:
         merged["Authorization"] = authorization
     return merged
-
-
-def _loggable(url: str) -> str:
-    """The URL without its query (upload state tokens stay out of logs)."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
 def _media_type(response: requests.Response, raw: bytes) -> str:

@@ -26,10 +26,11 @@ from imagectl.pypi import (
     project_files,
     wheel_metadata,
 )
+from imagectl.retry import RetryPolicy
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "pypi"
 META10 = (FIXTURES / "index" / "files" / "demo_pkg-1.0-py3-none-any.whl.metadata").read_text(encoding="utf-8")
-FAST = IndexSettings(timeout=5.0, retries=2, backoff=0.0)
+FAST = IndexSettings(timeout=5.0, retry=RetryPolicy(attempts=3, sleep=lambda _seconds: None))
 
 
 from tests.fixtures.pypi import server as SERVER  # noqa: E402

@@ -18,10 +18,11 @@ from imagectl.pypi import (
     project_url,
     wheel_metadata,
 )
+from imagectl.retry import RetryPolicy
 
 
 from tests.fixtures.pypi import server as SERVER  # noqa: E402
-FAST = IndexSettings(timeout=5.0, retries=2, backoff=0.0)
+FAST = IndexSettings(timeout=5.0, retry=RetryPolicy(attempts=3, sleep=lambda _seconds: None))
 
 
 @pytest.fixture
@@ -127,17 +128,23 @@ def test_transient_failures_are_retried(index) -> None:
 
 
 def test_retries_are_bounded(index) -> None:
+    sleeps: list[float] = []
+    settings = IndexSettings(retry=RetryPolicy(attempts=2, sleep=sleeps.append))
     with pytest.raises(PackageIndexError, match="HTTP 429"):
-        project_files(index.url + "/json/simple", "flaky", settings=IndexSettings(retries=1, backoff=0.0))
+        project_files(index.url + "/json/simple", "flaky", settings=settings)
     assert len(index.hits("/json/simple/flaky/")) == 2
+    assert sleeps == [0.0]  # the fixture's Retry-After: 0
 
 
 def test_unreachable_index_is_a_package_index_error() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with pytest.raises(PackageIndexError, match="cannot reach the index"):
-        project_files(f"http://127.0.0.1:{port}/simple", "torch", settings=IndexSettings(retries=1, backoff=0.0))
+    sleeps: list[float] = []
+    settings = IndexSettings(retry=RetryPolicy(attempts=2, base_s=0.25, sleep=sleeps.append))
+    with pytest.raises(PackageIndexError, match="cannot reach the index: ConnectionError"):
+        project_files(f"http://127.0.0.1:{port}/simple", "torch", settings=settings)
+    assert sleeps == [0.25]
 
 
 @pytest.mark.parametrize(
