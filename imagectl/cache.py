@@ -4,6 +4,11 @@ The key is a sha256 over imagectl's version, the (path, size, mtime) of imagectl
 input file, and any extra text the caller adds (such as configured directories).  Any change of any input
 gives a new key; a cache entry that cannot be read is simply recomputed.  ``IMAGECTL_NO_CACHE=1`` turns the
 cache off; it lives in ``$XDG_CACHE_HOME/imagectl`` (``~/.cache/imagectl``).
+
+Each kind keeps at most ``KEEP_PER_KIND`` entries (``build --all`` caches one rendered context per profile), the
+least recently used going first: a hit touches its entry's mtime.  Several processes and threads may share the
+directory: an entry is written to a unique temporary file and renamed into place, and eviction tolerates entries
+that another process removed or replaced meanwhile.
 """
 
 from __future__ import annotations
@@ -11,13 +16,17 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import tempfile
+import time
 from pathlib import Path
-from typing import Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, TypeVar
 
 from . import __version__
 
 T = TypeVar("T")
 _PACKAGE = Path(__file__).resolve().parent
+KEEP_PER_KIND = 64  # entries of one kind that survive eviction
+_STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a writer that died
 
 
 def cache_dir() -> Path:
@@ -53,29 +62,97 @@ def cache_key(kind: str, inputs: Iterable[Path], extra: str = "") -> str:
     return h.hexdigest()
 
 
-def cached(kind: str, inputs: Iterable[Path], compute: Callable[[], T], extra: str = "") -> T:
-    """``compute()``, or its earlier result for the same inputs.  Errors of ``compute`` are not cached."""
+def cached(kind: str, inputs: Iterable[Path], compute: Callable[[], T], extra: str = "",
+           keep: int = KEEP_PER_KIND) -> T:
+    """``compute()``, or its earlier result for the same inputs; at most ``keep`` entries of ``kind`` stay.
+
+    Raises whatever ``compute`` raises (errors are not cached); a cache that cannot be read or written is
+    bypassed, never an error."""
     if os.environ.get("IMAGECTL_NO_CACHE"):
         return compute()
     path = cache_dir() / f"{kind}-{cache_key(kind, inputs, extra)}.pickle"
-    try:
-        with path.open("rb") as handle:
-            return pickle.load(handle)  # our own file, written below
-    except Exception:  # a missing, partial or stale entry: recompute
-        pass
+    found, value = _load(path)
+    if found:
+        _touch(path)
+        return value
     value = compute()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-        tmp.replace(path)
-        _forget_old(path.parent, kind, keep=path)
-    except OSError:
-        pass
+    if _store(path, value):
+        _evict(path.parent, kind, keep=keep, current=path)
     return value
 
 
-def _forget_old(directory: Path, kind: str, keep: Path) -> None:
-    for old in directory.glob(f"{kind}-*.pickle"):
-        if old != keep:
-            old.unlink(missing_ok=True)
+def _load(path: Path) -> tuple[bool, Any]:
+    """``(True, value)`` of the entry at ``path``, or ``(False, None)`` when it is missing or unreadable."""
+    try:
+        with path.open("rb") as handle:
+            return True, pickle.load(handle)  # our own file, written by _store
+    except Exception:  # a missing, partial or stale entry: the caller recomputes
+        return False, None
+
+
+def _store(path: Path, value: object) -> bool:
+    """Write ``value`` to ``path`` through a temporary file of its own (atomic for readers); whether it worked.
+    Never raises: an unwritable cache or an unpicklable value just goes uncached."""
+    try:
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f"{path.stem}.", suffix=".tmp", delete=False)
+    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+        return False
+    try:
+        with handle:
+            handle.write(data)
+        Path(handle.name).replace(path)
+        return True
+    except OSError:
+        Path(handle.name).unlink(missing_ok=True)
+        return False
+
+
+def _touch(path: Path) -> None:
+    """Mark ``path`` as just used (another process may have evicted it meanwhile)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def _entries(directory: Path, kind: str) -> list[tuple[int, str]]:
+    """``(mtime_ns, name)`` of each entry of ``kind`` in ``directory``; vanished files are left out."""
+    width = len(kind) + 1 + 64 + len(".pickle")
+    found = []
+    try:
+        scan = list(os.scandir(directory))
+    except OSError:
+        return []
+    for entry in scan:
+        if len(entry.name) == width and entry.name.startswith(f"{kind}-") and entry.name.endswith(".pickle"):
+            try:
+                found.append((entry.stat().st_mtime_ns, entry.name))
+            except OSError:  # removed by another process since the scan
+                pass
+    return found
+
+
+def _evict(directory: Path, kind: str, keep: int, current: Path) -> None:
+    """Remove the least recently used entries of ``kind`` beyond ``keep`` (never ``current``), and temporary
+    files of ``kind`` left by writers that died."""
+    others = sorted((e for e in _entries(directory, kind) if e[1] != current.name), reverse=True)
+    for _, name in others[max(keep - 1, 0):]:
+        _remove(directory / name)
+    cutoff = time.time() - _STALE_TMP_SECONDS
+    for tmp in directory.glob(f"{kind}-*.tmp"):
+        try:
+            stale = tmp.stat().st_mtime < cutoff
+        except OSError:  # renamed into place or removed meanwhile
+            continue
+        if stale:
+            _remove(tmp)
+
+
+def _remove(path: Path) -> None:
+    """Delete ``path`` if it is still there (another process may be evicting the same files)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass

@@ -1,14 +1,51 @@
-"""Shared fixtures: the test matrix, a workspace over it, and a CLI runner that reports exit codes."""
+"""Shared fixtures: the test matrix, a workspace over it, and a CLI runner that reports exit codes.
+
+Session-wide: ``XDG_CACHE_HOME`` and ``XDG_STATE_HOME`` point into a scratch folder, so no test (nor a CLI
+subprocess one starts) reads or writes the real ``~/.cache/imagectl`` or ``~/.local/state/imagectl``; the
+integration tests' own rootfs cache stays where it was (``IMAGECTL_TEST_CACHE``).  ``tests/skipguard.py`` fails a
+CI run that skips a test; ``pytester`` runs inner sessions (tests/unit/test_skipguard.py).
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pytester", "tests.skipguard"]
+
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent
+_ISOLATED = ("XDG_CACHE_HOME", "XDG_STATE_HOME", "IMAGECTL_TEST_CACHE")
+_SAVED_ENV = pytest.StashKey[dict[str, str | None]]()
+_SCRATCH = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point the XDG cache and state folders at a scratch folder for the session (in ``os.environ``, so CLI
+    subprocesses inherit it).  ``IMAGECTL_TEST_CACHE`` keeps the integration rootfs cache (minutes to rebuild)
+    at its usual place, ``$XDG_CACHE_HOME/imagectl-tests``."""
+    config.stash[_SAVED_ENV] = {name: os.environ.get(name) for name in _ISOLATED}
+    scratch = config.stash[_SCRATCH] = Path(tempfile.mkdtemp(prefix="imagectl-tests-xdg-"))
+    real_cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    os.environ.setdefault("IMAGECTL_TEST_CACHE", str(Path(real_cache) / "imagectl-tests"))
+    os.environ["XDG_CACHE_HOME"] = str(scratch / "cache")
+    os.environ["XDG_STATE_HOME"] = str(scratch / "state")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Put the environment back and remove the scratch folder."""
+    for name, value in config.stash.get(_SAVED_ENV, {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    if _SCRATCH in config.stash:
+        shutil.rmtree(config.stash[_SCRATCH], ignore_errors=True)
 
 
 @pytest.fixture
@@ -39,11 +76,12 @@ class Result:
 
 @pytest.fixture
 def run_cli(capsys, monkeypatch, tmp_path):
-    """Run ``imagectl ARGS`` in-process through ``main`` (the real error handling) from ``tmp_path``."""
+    """Run ``imagectl ARGS`` in-process through ``main`` (the real error handling) from ``tmp_path``, without
+    imagectl's own ``IMAGECTL_*`` settings (the test harness's ``IMAGECTL_TEST_*`` stay)."""
     from imagectl.cli import main
 
     monkeypatch.chdir(tmp_path)
-    for name in [n for n in __import__("os").environ if n.startswith("IMAGECTL_")]:
+    for name in [n for n in os.environ if n.startswith("IMAGECTL_") and not n.startswith("IMAGECTL_TEST_")]:
         monkeypatch.delenv(name)
 
     def run(*args: str) -> Result:

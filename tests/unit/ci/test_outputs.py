@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
+import yaml
 
 from imagectl.ci.outputs import (
     GITHUB_EMPTY,
@@ -42,7 +42,8 @@ _KEY = re.compile(r"^[A-Za-z_.][A-Za-z0-9_.-]*:( |$)")
 def parse_gitlab(text: str) -> dict:
     """A small reader for the YAML subset the gitlab output uses (block mappings and lists, JSON-quoted
     scalars), so the structure is checked without PyYAML; PyYAML, when installed, must read the same."""
-    lines = [(len(r) - len(r.lstrip()), r.strip()) for r in text.splitlines() if r.strip() and not r.lstrip().startswith("#")]
+    lines = [(len(r) - len(r.lstrip()), r.strip())
+             for r in text.splitlines() if r.strip() and not r.lstrip().startswith("#")]
     value, end = _block(lines, 0, lines[0][0] if lines else 0)
     assert end == len(lines), f"unparsed line {lines[end]}"
     return value
@@ -127,8 +128,9 @@ def test_gitlab_splits_more_than_200_profiles(matrix):
     profiles = list_profiles(matrix)
     many = (profiles * 80)[:450]
     document = parse_gitlab(gitlab_pipeline(many))
-    assert [k for k in document if k.startswith("imagectl-build")] == ["imagectl-build", "imagectl-build-2", "imagectl-build-3"]
-    sizes = [len(document[k]["parallel"]["matrix"][0]["PROFILE"]) for k in ("imagectl-build", "imagectl-build-2", "imagectl-build-3")]
+    jobs = ["imagectl-build", "imagectl-build-2", "imagectl-build-3"]
+    assert [k for k in document if k.startswith("imagectl-build")] == jobs
+    sizes = [len(document[k]["parallel"]["matrix"][0]["PROFILE"]) for k in jobs]
     assert sizes == [200, 200, 50]
 
 
@@ -141,7 +143,6 @@ def test_gitlab_empty_pipeline_still_has_a_job():
 
 
 def test_gitlab_output_reads_the_same_with_pyyaml(matrix):
-    yaml = pytest.importorskip("yaml")
     for profiles in (list_profiles(matrix), []):
         text = gitlab_pipeline(profiles)
         assert yaml.safe_load(text) == parse_gitlab(text)
@@ -156,7 +157,8 @@ def test_markdown_table_one_row_per_build(matrix):
     assert len(body) == 3  # 2.7.1 cu128, 2.3.1 cu121, 2.3.1 cu118 (2.3.0 is not listed: 2.3.1 is newer)
     assert all(line.count("|") == lines[0].count("|") for line in body)
     row = next(line for line in body if "| 2.3.1 | 12.1 |" in line)
-    assert "8.9.2.26" in row and "2.20.5" in row and "530.30.02" in row and "**3.10**" in row and "`torch-2.3-cu121`" in row
+    assert "8.9.2.26" in row and "2.20.5" in row and "530.30.02" in row
+    assert "**3.10**" in row and "`torch-2.3-cu121`" in row
     assert "ubuntu22.04, ubuntu24.04" in next(line for line in body if "| 12.8 |" in line)
 
 
