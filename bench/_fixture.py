@@ -17,7 +17,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.integration.support.engine import cuda_base_env, ensure_dockerd, push_to_registry, standin_base_image  # noqa: E402
+from tests.integration.support.engine import (  # noqa: E402
+    cuda_base_env, ensure_dockerd, push_to_registry, standin_base_image,
+)
 from tests.integration.support.registry import start_registry  # noqa: E402
 from tests.integration.support.wheels import make_standin_framework_wheels, serve_simple_index  # noqa: E402
 

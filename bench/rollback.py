@@ -47,12 +47,13 @@ import requests
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+# The imports below resolve only after the sys.path tweak above (this file runs as a script).
 
-from imagectl.reference import parse_reference
-from imagectl.registry import Manifest, RegistryClient
-from imagectl.tags.moves import guarded_move, rollback
-from imagectl.tags.store import RegistryTagStore
-from tests.integration.support.registry import start_registry
+from imagectl.reference import parse_reference  # noqa: E402
+from imagectl.registry import Manifest, RegistryClient  # noqa: E402
+from imagectl.tags.moves import guarded_move, rollback  # noqa: E402
+from imagectl.tags.store import RegistryTagStore  # noqa: E402
+from tests.integration.support.registry import start_registry  # noqa: E402
 
 PROFILE = "torch-2.3-cu121-py3.11"
 NAMESPACE = "bench"
@@ -136,7 +137,11 @@ def _handler(proxy: CountingProxy) -> type[BaseHTTPRequestHandler]:
             self.sent = 0
             path = self.path.split("?", 1)[0]
             skip = ("content-length", "transfer-encoding", "connection")
-            headers = {k: ", ".join(self.headers.get_all(k) or []) for k in set(self.headers.keys()) if k.lower() not in skip}
+            headers = {
+                k: ", ".join(self.headers.get_all(k) or [])
+                for k in set(self.headers.keys())
+                if k.lower() not in skip
+            }
             body = self._body()
             try:
                 answer = self._session().request(self.command, proxy.upstream + self.path, headers=headers, data=body,
@@ -251,15 +256,16 @@ def push_image(client: RegistryClient, repo: str, tag: str, size: int, work: Pat
     layer.unlink()
     config = json.dumps({
         "architecture": "amd64", "os": "linux", "created": "2024-05-01T12:00:00Z",
-        "config": {"Labels": {"imagectl.framework": "torch", "imagectl.framework.version": "2.3.1", "imagectl.cuda": "12.1",
-                              "imagectl.python": "3.11"}, "Cmd": ["/payload.bin"]},
+        "config": {"Labels": {"imagectl.framework": "torch", "imagectl.framework.version": "2.3.1",
+                              "imagectl.cuda": "12.1", "imagectl.python": "3.11"}, "Cmd": ["/payload.bin"]},
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
         "history": [{"created": "2024-05-01T12:00:00Z", "created_by": "bench"}],
     }, sort_keys=True).encode()
     config_digest = client.upload_blob(repo, config)
     manifest = json.dumps({
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": len(config)},
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest,
+                   "size": len(config)},
         "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": digest, "size": length}],
     }).encode()
     return client.put_manifest(repo, tag, Manifest.from_bytes(manifest, "application/vnd.oci.image.manifest.v1+json"))
@@ -313,14 +319,21 @@ class Setup:
         """latest is the prev image: the same manifest, or (docker push rewrites it) the same config."""
         now = self.client.get_manifest(self.repo, "latest")
         prev = self.client.get_manifest(self.repo, self.digests["prev"])
-        if now.digest != prev.digest and now.config() != prev.config() and (now.config() or 0).digest != (prev.config() or 0).digest:
+        if (
+            now.digest != prev.digest
+            and now.config() != prev.config()
+            and (now.config() or 0).digest != (prev.config() or 0).digest
+        ):
             raise SystemExit(f"latest is on {now.digest}, expected the image of prev {prev.digest}")
 
 
 def prepare(proxy: CountingProxy, registry_host: str, size: int, label: str, root: Path) -> Setup:
     repo = f"{NAMESPACE}{label}/{PROFILE}"
     direct = RegistryClient(registry_host, insecure=True)
-    tags = {"prev": f"2.3.1-cu121-py3.11-20240101T120000-{1:010d}", "cur": f"2.3.1-cu121-py3.11-20240102T120000-{2:010d}"}
+    tags = {
+        "prev": f"2.3.1-cu121-py3.11-20240101T120000-{1:010d}",
+        "cur": f"2.3.1-cu121-py3.11-20240102T120000-{2:010d}",
+    }
     digests = {}
     store = RegistryTagStore(direct, parse_reference(f"{registry_host}/{repo}"))
     for name in ("prev", "cur"):
@@ -366,7 +379,10 @@ def forget_local(s: Setup) -> None:
 
 
 def start_up(s: Setup) -> Callable[[], None]:
-    code = "import imagectl.cli, imagectl.cli.tags_cmd, imagectl.tags.managed, imagectl.tags.moves, imagectl.registry.access"
+    code = (
+        "import imagectl.cli, imagectl.cli.tags_cmd, imagectl.tags.managed, imagectl.tags.moves,"
+        " imagectl.registry.access"
+    )
     return lambda: run([sys.executable, "-c", code], s.workdir, s.env)
 
 
@@ -401,8 +417,8 @@ def run_interleaved(scenarios: list[Scenario], runs: int) -> None:
         for scenario in scenarios:
             scenario.sample()
     for scenario in scenarios:
-        print(f"  {scenario.name} {scenario.size_mb or ''}: " + ", ".join(f"{x.seconds:.3f}s" for x in scenario.samples),
-              file=sys.stderr, flush=True)
+        seconds = ", ".join(f"{x.seconds:.3f}s" for x in scenario.samples)
+        print(f"  {scenario.name} {scenario.size_mb or ''}: " + seconds, file=sys.stderr, flush=True)
 
 
 def human(n: int) -> str:
@@ -432,7 +448,9 @@ def main() -> int:
         print(f"preparing {args.size_mb} MB and {args.small_mb} MB images", file=sys.stderr, flush=True)
         large = prepare(proxy, server.host, args.size_mb * 10**6, "large", root)
         small = prepare(proxy, server.host, args.small_mb * 10**6, "small", root)
-        docker = Scenario("(b) docker pull+tag+push", args.size_mb, large, docker_pull_tag_push(large), lambda: forget_local(large))
+        docker = Scenario(
+            "(b) docker pull+tag+push", args.size_mb, large, docker_pull_tag_push(large), lambda: forget_local(large)
+        )
         run_interleaved([docker], args.runs)  # long: alone, before the short ones
         forget_local(large)
         quick = [
@@ -456,11 +474,20 @@ def main() -> int:
 
 
 def report(rows: list[tuple[str, int, Sample]], args: argparse.Namespace, total: float) -> None:
-    print(f"rollback of latest to the previous image, median of {args.runs} runs, registry on loopback behind a counting proxy")
-    print(f"{'scenario':28} {'image':>7} {'seconds':>8} {'blob bytes up':>14} {'other bytes up':>15} {'bytes down':>11}")
+    print(
+        f"rollback of latest to the previous image, median of {args.runs} runs,"
+        " registry on loopback behind a counting proxy"
+    )
+    print(
+        f"{'scenario':28} {'image':>7} {'seconds':>8} {'blob bytes up':>14} {'other bytes up':>15}"
+        f" {'bytes down':>11}"
+    )
     for name, size, x in rows:
         image = f"{size} MB" if size else "-"
-        print(f"{name:28} {image:>7} {x.seconds:8.3f} {human(x.blob_up):>14} {human(x.other_up):>15} {human(x.down):>11}")
+        print(
+            f"{name:28} {image:>7} {x.seconds:8.3f} {human(x.blob_up):>14} {human(x.other_up):>15}"
+            f" {human(x.down):>11}"
+        )
     t = {(name[:4].strip(), size): x.seconds for name, size, x in rows}
     big, small = args.size_mb, args.small_mb
     print()

@@ -25,7 +25,9 @@ COMMANDS = {
     "imagectl show torch-2.3-cu121": [sys.executable, "-m", "imagectl", "show", "torch-2.3-cu121"],
     # the same without the result cache (imagectl/cache.py): what a first run after a change costs
     "imagectl validate (no cache)": ["env", "IMAGECTL_NO_CACHE=1", sys.executable, "-m", "imagectl", "validate"],
-    "imagectl show (no cache)": ["env", "IMAGECTL_NO_CACHE=1", sys.executable, "-m", "imagectl", "show", "torch-2.3-cu121"],
+    "imagectl show (no cache)": [
+        "env", "IMAGECTL_NO_CACHE=1", sys.executable, "-m", "imagectl", "show", "torch-2.3-cu121"
+    ],
 }
 TARGETED = ("imagectl validate", "imagectl show torch-2.3-cu121")
 

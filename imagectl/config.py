@@ -100,7 +100,8 @@ def _check_sections(raw: dict[str, Any], where: str) -> None:
                 raise ConfigError(f"{where}: [mirrors] must be a table of registry = mirror prefix")
             continue
         if section not in SCHEMA:
-            raise ConfigError(f"{where}: unknown section [{section}] (known: {', '.join(sorted([*SCHEMA, 'mirrors']))})")
+            known = ", ".join(sorted([*SCHEMA, "mirrors"]))
+            raise ConfigError(f"{where}: unknown section [{section}] (known: {known})")
         if not isinstance(body, dict):
             raise ConfigError(f"{where}: [{section}] must be a table")
         for key in body:

@@ -32,4 +32,5 @@ def write_validate_junit(path: Path, report: object) -> None:
     by_rule: dict[str, list[str]] = {name.replace("_", "-"): [] for name in report.rules}  # type: ignore[attr-defined]
     for violation in report.violations:  # type: ignore[attr-defined]
         by_rule.setdefault(violation.rule, []).append(str(violation))
-    write_junit(path, "imagectl.validate", (("imagectl.validate", rule, "\n".join(found) or None) for rule, found in by_rule.items()))
+    cases = (("imagectl.validate", rule, "\n".join(found) or None) for rule, found in by_rule.items())
+    write_junit(path, "imagectl.validate", cases)

@@ -20,7 +20,8 @@ def parse_requirements(text: str, where: str) -> tuple[str, ...]:
         if not line or line.startswith("#"):
             continue
         if line.startswith("-"):
-            raise InputError(f"{where}:{number}: options such as {line.split()[0]} are not allowed (configure indexes in imagectl.toml)")
+            raise InputError(f"{where}:{number}: options such as {line.split()[0]} are not allowed"
+                             " (configure indexes in imagectl.toml)")
         out.append(check_requirement(line, f"{where}:{number}"))
     return tuple(out)
 

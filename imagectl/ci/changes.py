@@ -151,7 +151,8 @@ def old_matrix(root: Path, commit: str, dirs: Sequence[Path]) -> Matrix | None:
 
 
 def profiles_changed_since(ref: str, cwd: Path, matrix: Matrix, matrix_dirs: Sequence[Path],
-                           template_dirs: Sequence[Path], config: Config, framework: str | None = None) -> list[Profile]:
+                           template_dirs: Sequence[Path], config: Config,
+                           framework: str | None = None) -> list[Profile]:
     """The profiles of ``matrix`` (of ``framework`` only, when given) changed since git ref ``ref``.
 
     Raises:

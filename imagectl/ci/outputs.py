@@ -37,7 +37,12 @@ def json_rows(profiles: Sequence[Profile]) -> str:
 
 def github_include(profile: Profile) -> dict[str, str]:
     """One entry of a GitHub Actions ``strategy.matrix.include`` list."""
-    return {"profile": profile.name, "framework": profile.framework.name, "cuda": profile.variant.cuda, "python": profile.python}
+    return {
+        "profile": profile.name,
+        "framework": profile.framework.name,
+        "cuda": profile.variant.cuda,
+        "python": profile.python,
+    }
 
 
 def github_matrix(profiles: Sequence[Profile]) -> str:

@@ -33,7 +33,8 @@ class _Root(click.Group):
 
 
 @click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--config", "config_path", metavar="PATH", help="imagectl.toml to use (default: $IMAGECTL_CONFIG, ./imagectl.toml).")
+@click.option("--config", "config_path", metavar="PATH",
+              help="imagectl.toml to use (default: $IMAGECTL_CONFIG, ./imagectl.toml).")
 @click.version_option(__version__, prog_name="imagectl")
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None) -> None:

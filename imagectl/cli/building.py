@@ -35,8 +35,10 @@ def _line_sink(quiet: bool, prefix: str):
 @click.option("--extra", "extras", multiple=True, metavar="REQ", help="An extra PEP 508 requirement (repeatable).")
 @click.option("--requirements", "requirements_file", metavar="FILE", type=click.Path(dir_okay=False),
               help="Extra requirements, one PEP 508 line each (# comments allowed).")
-@click.option("--base", metavar="REF", help="Layer the extras on this image (managed or your own) instead of building the profile from scratch.")
-@click.option("--suffix", metavar="NAME", help="Repository suffix for an image with extras (default: x + a hash of them).")
+@click.option("--base", metavar="REF",
+              help="Layer the extras on this image (managed or your own) instead of building the profile from scratch.")
+@click.option("--suffix", metavar="NAME",
+              help="Repository suffix for an image with extras (default: x + a hash of them).")
 @click.option("--gpu", "gpu_check", is_flag=True, help="Also run the GPU part of the in-image check.")
 @click.option("--quiet", "-q", is_flag=True, help="One progress line instead of the build output.")
 @click.pass_context
@@ -91,13 +93,18 @@ def cmd_test(ctx: click.Context, target: str, gpu: bool, as_json: bool, junit: s
     from ..images.tester import check_image
 
     ws = workspace(ctx)
-    image, findings = check_image(target, ws.matrix, ws.config, DockerEngine(), gpu, _line_sink(False, "") if not as_json else (lambda line: None))
+    on_line = _line_sink(False, "") if not as_json else (lambda line: None)
+    image, findings = check_image(target, ws.matrix, ws.config, DockerEngine(), gpu, on_line)
     if junit:
         from pathlib import Path
 
         from ..junit import write_junit
 
-        write_junit(Path(junit), "imagectl.test", ((image, f.what, None if f.ok or f.severity != "error" else f"expected {f.expected}, found {f.actual}") for f in findings))
+        cases = (
+            (image, f.what, None if f.ok or f.severity != "error" else f"expected {f.expected}, found {f.actual}")
+            for f in findings
+        )
+        write_junit(Path(junit), "imagectl.test", cases)
     bad = [f for f in findings if not f.ok and f.severity == "error"]
     if as_json:
         echo_json({"image": image, "ok": not bad, "findings": [f.as_dict() for f in findings]})

@@ -34,7 +34,8 @@ def _check_index(index: str | None) -> str | None:
 @click.option("--gitlab-include", metavar="FILE", default=".gitlab-ci.yml", show_default=True,
               help="gitlab: the repository file that defines the .imagectl-build and .imagectl-promote jobs.")
 @click.pass_context
-def cmd_matrix(ctx: click.Context, fmt: str, changed_since: str | None, framework: str | None, gitlab_include: str) -> None:
+def cmd_matrix(ctx: click.Context, fmt: str, changed_since: str | None, framework: str | None,
+               gitlab_include: str) -> None:
     """Print the profiles in the shape a CI system consumes (see also: matrix verify, matrix sync)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -60,9 +61,11 @@ def cmd_matrix(ctx: click.Context, fmt: str, changed_since: str | None, framewor
 @framework_option
 @json_option
 @click.option("--junit", metavar="FILE", type=click.Path(dir_okay=False), help="Also write JUnit XML.")
-@click.option("--notes", "show_notes", is_flag=True, help="Also list notes: pins the matrix leaves unstated, facts the index cannot confirm.")
+@click.option("--notes", "show_notes", is_flag=True,
+              help="Also list notes: pins the matrix leaves unstated, facts the index cannot confirm.")
 @click.pass_context
-def cmd_verify(ctx: click.Context, index: str | None, framework: str | None, as_json: bool, junit: str | None, show_notes: bool) -> int:
+def cmd_verify(ctx: click.Context, index: str | None, framework: str | None, as_json: bool, junit: str | None,
+               show_notes: bool) -> int:
     """Compare every pin of the matrix with the PEP 658 metadata an index publishes; exit 1 on differences."""
     from ..upstream.verify import (
         COLUMNS,
@@ -92,7 +95,8 @@ def cmd_verify(ctx: click.Context, index: str | None, framework: str | None, as_
 @cmd_matrix.command("sync")
 @click.option("--index", metavar="URL", help="Simple index to read (default: each framework's pypi_index_url).")
 @framework_option
-@click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False), help="Write the proposals here instead of stdout.")
+@click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Write the proposals here instead of stdout.")
 @click.option("--check", is_flag=True, help="Exit 1 when there is something to propose (for a scheduled CI job).")
 @click.pass_context
 def cmd_sync(ctx: click.Context, index: str | None, framework: str | None, output: str | None, check: bool) -> int:
@@ -108,7 +112,11 @@ def cmd_sync(ctx: click.Context, index: str | None, framework: str | None, outpu
     elif text:
         click.echo(text, nl=False)
     names = ", ".join(f"{p.framework} {p.version}" for p in proposals)
-    click.echo(f"{len(proposals)} releases proposed" + (f": {names}" if names else f"; the matrix is current with {', '.join(sorted(set(indexes.values())))}"), err=True)
+    if names:
+        detail = f": {names}"
+    else:
+        detail = f"; the matrix is current with {', '.join(sorted(set(indexes.values())))}"
+    click.echo(f"{len(proposals)} releases proposed" + detail, err=True)
     return 1 if check and proposals else 0
 
 

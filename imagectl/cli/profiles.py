@@ -64,7 +64,8 @@ def cmd_validate(ctx: click.Context, junit: str | None) -> int:
         from ..matrix.validate import validate_matrix
         from ..render.dockerfile import template_violations
 
-        return validate_matrix(ws.matrix, [("template_renders", lambda profiles: template_violations(profiles, ws.config))])
+        template_check = ("template_renders", lambda profiles: template_violations(profiles, ws.config))
+        return validate_matrix(ws.matrix, [template_check])
 
     from ..shipped import template_files
 
@@ -82,12 +83,14 @@ def cmd_validate(ctx: click.Context, junit: str | None) -> int:
 
 @click.command("compat")
 @click.option("--driver", metavar="VERSION", help="Node driver version (default: from nvidia-smi).")
-@click.option("--gpu", metavar="NAME|sm_XY", help="GPU model or architecture (default: from nvidia-smi when --driver is absent).")
+@click.option("--gpu", metavar="NAME|sm_XY",
+              help="GPU model or architecture (default: from nvidia-smi when --driver is absent).")
 @framework_option
 @click.option("--all", "show_all", is_flag=True, help="Also list the profiles that can run.")
 @json_option
 @click.pass_context
-def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None, framework: str | None, show_all: bool, as_json: bool) -> int:
+def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None, framework: str | None, show_all: bool,
+               as_json: bool) -> int:
     """Which profiles can run on a node with this driver (and GPU), and why the others cannot."""
     from ..matrix.compat import gpu_arch, node_verdicts
     from ..matrix.names import list_profiles
@@ -99,7 +102,10 @@ def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None, framewor
         gpu = gpu or detected
     verdicts = node_verdicts(list_profiles(ws.matrix, framework), driver, gpu_arch(gpu, ws.matrix) if gpu else None)
     if as_json:
-        echo_json([{"name": v.profile, "compatible": v.ok, "reasons": list(v.reasons), "notes": list(v.notes)} for v in verdicts])
+        echo_json([
+            {"name": v.profile, "compatible": v.ok, "reasons": list(v.reasons), "notes": list(v.notes)}
+            for v in verdicts
+        ])
         return 0
     for v in verdicts:
         if v.ok and (show_all or v.notes):
@@ -107,7 +113,8 @@ def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None, framewor
         elif not v.ok:
             click.echo(f"no    {v.profile}: {'; '.join(v.reasons)}")
     good = sum(v.ok for v in verdicts)
-    click.echo(f"{good} of {len(verdicts)} profiles can run with driver {driver}" + (f" on {gpu}" if gpu else ""), err=True)
+    on_gpu = f" on {gpu}" if gpu else ""
+    click.echo(f"{good} of {len(verdicts)} profiles can run with driver {driver}" + on_gpu, err=True)
     return 0
 
 
@@ -122,7 +129,9 @@ def cmd_check(ctx: click.Context, items: tuple[str, ...], as_json: bool) -> int:
     ws = workspace(ctx)
     reasons, notes, profile = check_combination(parse_combination(items, ws.matrix), ws.matrix)
     if as_json:
-        echo_json({"compatible": not reasons, "reasons": reasons, "notes": notes, "profile": profile.name if profile else None})
+        echo_json({
+            "compatible": not reasons, "reasons": reasons, "notes": notes, "profile": profile.name if profile else None
+        })
     else:
         click.echo(("compatible" if not reasons else "incompatible") + (f" ({profile.name})" if profile else ""))
         for line in reasons + notes:
@@ -132,7 +141,8 @@ def cmd_check(ctx: click.Context, items: tuple[str, ...], as_json: bool) -> int:
 
 @click.command("render")
 @click.argument("name")
-@click.option("-o", "--output", metavar="DIR", type=click.Path(file_okay=False), help="Write the whole build context here.")
+@click.option("-o", "--output", metavar="DIR", type=click.Path(file_okay=False),
+              help="Write the whole build context here.")
 @python_option
 @click.option("--extra", "extras", multiple=True, metavar="REQ", help="An extra PEP 508 requirement (repeatable).")
 @click.pass_context

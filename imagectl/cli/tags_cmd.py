@@ -38,7 +38,8 @@ def _stderr(line: str) -> None:
 
 @click.command("history")
 @click.argument("name")
-@click.option("--moves", "only_moves", is_flag=True, help="Only the log of moves (rollbacks, promotions, builds, imports).")
+@click.option("--moves", "only_moves", is_flag=True,
+              help="Only the log of moves (rollbacks, promotions, builds, imports).")
 @json_option
 @click.pass_context
 def cmd_history(ctx: click.Context, name: str, only_moves: bool, as_json: bool) -> None:
@@ -56,7 +57,8 @@ def cmd_history(ctx: click.Context, name: str, only_moves: bool, as_json: bool) 
 
 @click.command("rollback")
 @click.argument("name")
-@click.option("--to", "to", metavar="TAG|DIGEST", help="An immutable tag of NAME, or a digest one points to (default: the previous image).")
+@click.option("--to", "to", metavar="TAG|DIGEST",
+              help="An immutable tag of NAME, or a digest one points to (default: the previous image).")
 @json_option
 @click.pass_context
 def cmd_rollback(ctx: click.Context, name: str, to: str | None, as_json: bool) -> None:
@@ -96,7 +98,8 @@ def _report_move(result: Any, repository: str, as_json: bool) -> None:
 
 @click.command("prune")
 @click.argument("name")
-@click.option("--keep", required=True, type=click.IntRange(min=0), metavar="N", help="Keep the newest N immutable tags.")
+@click.option("--keep", required=True, type=click.IntRange(min=0), metavar="N",
+              help="Keep the newest N immutable tags.")
 @click.option("--min-age-days", type=click.IntRange(min=0), metavar="DAYS",
               help="Never delete a younger tag (default: [tags] prune_min_age_days, 7).")
 @click.option("--dry-run", is_flag=True, help="Print the plan, delete nothing.")
@@ -120,7 +123,8 @@ def cmd_prune(ctx: click.Context, name: str, keep: int, min_age_days: int | None
     if as_json:
         echo_json(report_json(plan, report))
     else:
-        click.echo(f"deleted {len(report.deleted)}, kept {sum(not d.delete for d in plan) + len(report.skipped)}, failed {len(report.failed)}")
+        kept = sum(not d.delete for d in plan) + len(report.skipped)
+        click.echo(f"deleted {len(report.deleted)}, kept {kept}, failed {len(report.failed)}")
     for tag, error in report.failed:
         click.echo(f"imagectl: prune {tag}: {error}", err=True)
     return 1 if report.failed else 0
@@ -128,13 +132,16 @@ def cmd_prune(ctx: click.Context, name: str, keep: int, min_age_days: int | None
 
 @click.command("import")
 @click.argument("ref")
-@click.option("--name", "name", required=True, metavar="PROFILE", help="The profile (or PROFILE-SUFFIX repository) to import into.")
+@click.option("--name", "name", required=True, metavar="PROFILE",
+              help="The profile (or PROFILE-SUFFIX repository) to import into.")
 @click.option("--strict", is_flag=True, help="Fail (exit 1, nothing copied) when the image disagrees with the profile.")
 @click.option("--set-latest", is_flag=True, help="Move the moving tag to the import even when it exists.")
-@click.option("--no-check", "no_check", is_flag=True, help="Do not run the in-image check (no engine needed between registries).")
+@click.option("--no-check", "no_check", is_flag=True,
+              help="Do not run the in-image check (no engine needed between registries).")
 @json_option
 @click.pass_context
-def cmd_import(ctx: click.Context, ref: str, name: str, strict: bool, set_latest: bool, no_check: bool, as_json: bool) -> None:
+def cmd_import(ctx: click.Context, ref: str, name: str, strict: bool, set_latest: bool, no_check: bool,
+               as_json: bool) -> None:
     """Import a team's own image REF (a registry's, or the local engine's) under NAME's naming scheme."""
     from ..images.importer import ImportOptions, import_image, import_json
     from .tag_views import format_import

@@ -63,7 +63,9 @@ class DockerEngine:
         """The local tags of ``repository`` (familiar name), without the repository part."""
         prefix = f"{repository}:"
         images = self._call(self._client.images.list, name=repository)
-        return sorted({t[len(prefix):] for i in images for t in (i.attrs.get("RepoTags") or ()) if t.startswith(prefix)})
+        return sorted({
+            t[len(prefix):] for i in images for t in (i.attrs.get("RepoTags") or ()) if t.startswith(prefix)
+        })
 
     def inspect(self, ref: str) -> ImageInfo | None:
         """The local image ``ref`` (name or id), or None."""
@@ -98,7 +100,8 @@ class DockerEngine:
     def _consume(self, chunk: Mapping[str, Any], tail: deque[str], on_line: LineSink) -> str | None:
         if "error" in chunk:
             message = str(chunk.get("error", "")).strip()
-            raise BuildError(f"build failed: {message.splitlines()[-1] if message else 'unknown error'}", "build", "\n".join([*tail, message]))
+            last = message.splitlines()[-1] if message else "unknown error"
+            raise BuildError(f"build failed: {last}", "build", "\n".join([*tail, message]))
         for line in str(chunk.get("stream") or chunk.get("status") or "").splitlines():
             if line.strip():
                 tail.append(line)
@@ -125,7 +128,8 @@ class DockerEngine:
         try:
             for chunk in self.api.push(repository, tag=tag, stream=True, decode=True):
                 if "error" in chunk:
-                    raise BuildError(f"push of {repository}:{tag} failed: {chunk['error']}", "push", str(chunk.get("error")))
+                    raise BuildError(f"push of {repository}:{tag} failed: {chunk['error']}", "push",
+                                     str(chunk.get("error")))
                 digest = (chunk.get("aux") or {}).get("Digest", digest)
                 _progress(chunk, on_line)
         except self._errors.APIError as exc:

@@ -61,14 +61,18 @@ def compare(expect: Mapping[str, Any], report: Mapping[str, Any]) -> list[Findin
     """Every finding of a check report against the expectations."""
     fw = report.get("framework") or {}
     out = [
-        Finding("python", expect["python"], major_minor(report.get("python")), _same_version(expect["python"], report.get("python"), 2)),
-        Finding(f"{expect['framework']} version", expect["version"], fw.get("version") or fw.get("error"), _same_version(expect["version"], fw.get("version"))),
-        Finding(f"{expect['framework']} CUDA", expect["cuda"], fw.get("cuda"), _same_version(expect["cuda"], fw.get("cuda"), 2)),
+        Finding("python", expect["python"], major_minor(report.get("python")),
+                _same_version(expect["python"], report.get("python"), 2)),
+        Finding(f"{expect['framework']} version", expect["version"], fw.get("version") or fw.get("error"),
+                _same_version(expect["version"], fw.get("version"))),
+        Finding(f"{expect['framework']} CUDA", expect["cuda"], fw.get("cuda"),
+                _same_version(expect["cuda"], fw.get("cuda"), 2)),
     ]
     for what in ("cudnn", "nccl"):
         if expect[what]:
             actual = fw.get(what)
-            out.append(Finding(f"{what} loaded by {expect['framework']}", expect[what], actual, _same_version(expect[what], actual, 3)))
+            out.append(Finding(f"{what} loaded by {expect['framework']}", expect[what], actual,
+                               _same_version(expect[what], actual, 3)))
     out += _package_findings(expect["packages"], report.get("packages") or {})
     out += _system_nccl_findings(fw.get("nccl"), report.get("system_nccl") or {})
     if report.get("gpu_requested"):
@@ -92,7 +96,8 @@ def _system_nccl_findings(loaded: str | None, system: Mapping[str, Any]) -> list
         value = system.get(source)
         if value and loaded:
             label = "NCCL_VERSION of the base image" if source == "env" else "system libnccl2 package"
-            out.append(Finding(f"{label} vs NCCL the framework loads", loaded, value, _same_version(loaded, value.split("-")[0], 3), "warning"))
+            same = _same_version(loaded, value.split("-")[0], 3)
+            out.append(Finding(f"{label} vs NCCL the framework loads", loaded, value, same, "warning"))
     return out
 
 
@@ -101,7 +106,8 @@ def _gpu_findings(gpu: Mapping[str, Any]) -> list[Finding]:
         return [Finding("GPU present for --gpu", "a CUDA device", "none", False, "warning")]
     return [
         Finding("CUDA matmul on GPU", "ok", "ok" if gpu.get("matmul_ok") else "failed", bool(gpu.get("matmul_ok"))),
-        Finding("NCCL all-reduce (1 process)", "ok", "ok" if gpu.get("allreduce_ok") else "failed", bool(gpu.get("allreduce_ok"))),
+        Finding("NCCL all-reduce (1 process)", "ok", "ok" if gpu.get("allreduce_ok") else "failed",
+                bool(gpu.get("allreduce_ok"))),
     ]
 
 

@@ -116,7 +116,8 @@ def matching_profiles(report: Mapping[str, Any], matrix: Matrix) -> list[str]:
         newest = next(r for r in fw.releases if r.minor == release.minor) is release
         for variant in release.variants:
             if variant.cuda == cuda:
-                found.append(_profile_name(matrix, fw, release, variant, release.minor if newest else release.version, python))
+                named_version = release.minor if newest else release.version
+                found.append(_profile_name(matrix, fw, release, variant, named_version, python))
     return found
 
 
@@ -181,7 +182,8 @@ def import_image(text: str, managed: ManagedRepository, matrix: Matrix, config: 
         log(f"{source.reference.familiar} was imported before as {existing}")
     else:
         result.tag = immutable_tag(managed.profile, source.key, datetime.now(timezone.utc))
-        result.digest, result.copied = _copy(source, managed.reference, result.tag, config, make_engine, engine_image, log)
+        result.digest, result.copied = _copy(source, managed.reference, result.tag, config, make_engine,
+                                             engine_image, log)
     result.move = _move_latest(store, result, options)
     return result
 
@@ -221,10 +223,12 @@ def _judge(result: ImportResult, managed: ManagedRepository, options: ImportOpti
     elif not profile_matches(managed.profile, result.report):
         result.notes.append(f"the image matches {', '.join(result.matches)}, not {managed.profile.name}")
     if problems:
-        shown = "; ".join(problems[:_SHOWN]) + (f"; and {len(problems) - _SHOWN} more" if len(problems) > _SHOWN else "")
+        more = f"; and {len(problems) - _SHOWN} more" if len(problems) > _SHOWN else ""
+        shown = "; ".join(problems[:_SHOWN]) + more
         result.notes.append(f"{len(problems)} disagreements with {managed.profile.name}: {shown}")
     if options.strict and (problems or not result.matches):
-        raise OperationError(f"import --strict: {result.source.reference.familiar} disagrees with {managed.profile.name}: "
+        raise OperationError(f"import --strict: {result.source.reference.familiar}"
+                             f" disagrees with {managed.profile.name}: "
                              + "; ".join(problems[:_SHOWN] or result.notes[-1:]) + "; nothing imported")
 
 
@@ -247,10 +251,13 @@ def _registry_copy(source: SourceImage, target: Reference, tag: str, config: Con
     from ..registry.copy import Endpoint, copy_image
 
     src = Endpoint(client_for(source.reference.domain, config.insecure_hosts), source.reference.path)
-    dst = Endpoint(src.client if source.reference.domain == target.domain else client_for(target.domain, config.insecure_hosts), target.path)
+    same_registry = source.reference.domain == target.domain
+    dst_client = src.client if same_registry else client_for(target.domain, config.insecure_hosts)
+    dst = Endpoint(dst_client, target.path)
     log(f"copying {source.reference.repository}@{short_digest(source.digest)} to {target}:{tag}")
     report = copy_image(src, source.digest, dst, tag)
-    how = f"registry copy: {len(report.mounted)} blobs mounted, {len(report.uploaded)} streamed, {len(report.skipped)} already there"
+    how = (f"registry copy: {len(report.mounted)} blobs mounted, {len(report.uploaded)} streamed,"
+           f" {len(report.skipped)} already there")
     return report.digest, how
 
 
@@ -260,10 +267,11 @@ def _move_latest(store: TagStore, result: ImportResult, options: ImportOptions) 
     if current is None or options.set_latest:
         return guarded_move(store, MOVING_TAG, result.digest, result.tag, current, "import")
     if current != result.digest:
-        result.notes.append(f"{MOVING_TAG} stays on {short_digest(current)}; move it with 'imagectl rollback NAME --to {result.tag}' "
-                            "or import with --set-latest")
+        result.notes.append(f"{MOVING_TAG} stays on {short_digest(current)};"
+                            f" move it with 'imagectl rollback NAME --to {result.tag}' or import with --set-latest")
     if not result.reused:
-        store.record(Move(tag=result.tag, to=result.digest, previous=None, action="import", when=now(), by=who(), to_tag=result.tag))
+        store.record(Move(tag=result.tag, to=result.digest, previous=None, action="import", when=now(), by=who(),
+                          to_tag=result.tag))
     return None
 
 

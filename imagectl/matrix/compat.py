@@ -54,8 +54,10 @@ def driver_verdict(profile: Profile, driver: str) -> tuple[list[str], list[str]]
     if driver_key(driver) >= driver_key(t.min_driver):
         return [], []
     if driver_key(driver) >= driver_key(t.min_driver_compat):
-        return [], [f"driver {driver} < {t.min_driver}: runs under CUDA minor-version compatibility (no PTX JIT of newer code)"]
-    return [f"driver {driver} is below CUDA {t.version}'s floor {t.min_driver_compat} (full support from {t.min_driver})"], []
+        return [], [f"driver {driver} < {t.min_driver}:"
+                    " runs under CUDA minor-version compatibility (no PTX JIT of newer code)"]
+    return [f"driver {driver} is below CUDA {t.version}'s floor {t.min_driver_compat}"
+            f" (full support from {t.min_driver})"], []
 
 
 def arch_verdict(profile: Profile, label: str, arch: str) -> list[str]:
@@ -106,7 +108,8 @@ def parse_combination(items: tuple[str, ...], matrix: Matrix) -> Combination:
         if "==" in item:
             framework, version = (s.strip() for s in item.split("==", 1))
             if framework not in matrix.frameworks:
-                raise InputError(f"check: {framework!r} is not a framework in the matrix ({', '.join(sorted(matrix.frameworks))})")
+                known = ", ".join(sorted(matrix.frameworks))
+                raise InputError(f"check: {framework!r} is not a framework in the matrix ({known})")
             check_version(version, f"check: {framework} version")
             continue
         key, sep, value = item.partition("=")
@@ -141,7 +144,8 @@ def check_combination(combo: Combination, matrix: Matrix) -> tuple[list[str], li
     fw = matrix.frameworks[combo.framework]
     release = _find_release(fw, combo.version)
     if release is None:
-        return [f"{fw.name} {combo.version} is not in the matrix (known: {', '.join(r.version for r in fw.releases)})"], [], None
+        known = ", ".join(r.version for r in fw.releases)
+        return [f"{fw.name} {combo.version} is not in the matrix (known: {known})"], [], None
     reasons: list[str] = []
     variants = [v for v in release.variants if combo.cuda is None or _matches(v.cuda, combo.cuda)]
     if not variants:
@@ -149,11 +153,13 @@ def check_combination(combo: Combination, matrix: Matrix) -> tuple[list[str], li
         return [f"{fw.name} {release.version} has no CUDA {combo.cuda} build (published: {cudas})"], [], None
     variant = variants[0]
     if combo.python and combo.python not in release.python:
-        reasons.append(f"{fw.name} {release.version} has no wheels for Python {combo.python} (has: {', '.join(release.python)})")
+        has = ", ".join(release.python)
+        reasons.append(f"{fw.name} {release.version} has no wheels for Python {combo.python} (has: {has})")
     for what, asked in (("cudnn", combo.cudnn), ("nccl", combo.nccl)):
         declared = getattr(variant, what)
         if asked and not _matches(declared, asked):
-            reasons.append(f"{fw.name} {release.version}+{fw.tag_of(variant.cuda)} ships {what} {declared or 'unknown'}, not {asked}")
+            build = f"{fw.name} {release.version}+{fw.tag_of(variant.cuda)}"
+            reasons.append(f"{build} ships {what} {declared or 'unknown'}, not {asked}")
     python = combo.python if combo.python in release.python else None
     profile = build_profile(matrix, fw, release, variant, release.version, python=python)
     notes: list[str] = []

@@ -93,7 +93,8 @@ def _check_references(matrix: Matrix) -> None:
         for variant in release.variants:
             if variant.cuda not in matrix.cuda:
                 line = line_of(fw.source, f'cuda = "{variant.cuda}"')
-                raise MatrixError(f"{fw.source}:{line}: {fw.name} {release.version} names CUDA {variant.cuda}, which no [cuda] table declares")
+                raise MatrixError(f"{fw.source}:{line}: {fw.name} {release.version} names CUDA {variant.cuda},"
+                                  " which no [cuda] table declares")
 
 
 def _table(src: _Source, data: dict[str, Any], key: str, build: Any) -> dict[str, Any]:
@@ -125,7 +126,8 @@ def _base(src: _Source, body: Any) -> BaseImages:
     body = _as_table(src, body, "base")
     repo = _require(src, body, "repository", "base")
     src.check(lambda v, w: parse_reference(v), repo, "base repository", "repository")
-    flavors = tuple(src.check(check_token, f, "flavor", "flavors") for f in _strings(src, _require(src, body, "flavors", "base"), "flavors", "flavors"))
+    flavor_names = _strings(src, _require(src, body, "flavors", "base"), "flavors", "flavors")
+    flavors = tuple(src.check(check_token, f, "flavor", "flavors") for f in flavor_names)
     tag = _require(src, body, "tag", "base")
     if not isinstance(tag, str) or not flavors:
         raise src.error("[base] tag must be a string and flavors non-empty", "tag")
@@ -136,7 +138,8 @@ def _os(src: _Source, name: str, body: dict[str, Any]) -> OsInfo:
     needle = f'os."{name}"'
     src.check(check_token, name, "OS name", needle)
     python = src.check(check_python, _require(src, body, "python", needle), f"[os.{name}] python", needle)
-    apt = tuple(src.check(check_python, p, f"[os.{name}] apt_python", needle) for p in _strings(src, body.get("apt_python", [python]), "apt_python", needle))
+    apt_pythons = _strings(src, body.get("apt_python", [python]), "apt_python", needle)
+    apt = tuple(src.check(check_python, p, f"[os.{name}] apt_python", needle) for p in apt_pythons)
     return OsInfo(name=name, python=python, apt_python=apt)
 
 
@@ -146,12 +149,14 @@ def _cuda(src: _Source, name: str, body: dict[str, Any]) -> CudaToolkit:
     if len(Version(name).release) != 2:
         raise src.error(f"CUDA key {name!r} must be MAJOR.MINOR", needle)
     release = src.check(check_version, _require(src, body, "release", needle), f"[cuda.{name}] release", needle)
-    drivers = [src.check(check_driver, _require(src, body, k, needle), f"[cuda.{name}] {k}", k) for k in ("min_driver", "min_driver_compat")]
+    drivers = [src.check(check_driver, _require(src, body, k, needle), f"[cuda.{name}] {k}", k)
+               for k in ("min_driver", "min_driver_compat")]
     archs = _strings(src, _require(src, body, "archs", needle), f"[cuda.{name}] archs", "archs")
     for arch in archs:
         if not arch.startswith("sm_") or not arch[3:].isdigit():
             raise src.error(f"[cuda.{name}] archs: {arch!r} is not sm_XY", arch)
-    oses = tuple(src.check(check_token, o, "OS", needle) for o in _strings(src, _require(src, body, "os", needle), "os", "os"))
+    os_names = _strings(src, _require(src, body, "os", needle), "os", "os")
+    oses = tuple(src.check(check_token, o, "OS", needle) for o in os_names)
     return CudaToolkit(name, release, drivers[0], drivers[1], archs, oses)
 
 
@@ -177,10 +182,15 @@ def _framework(src: _Source, data: dict[str, Any]) -> Framework:
         name=name,
         label=str(body.get("label", name)),
         package=src.check(check_package_name, get("package"), "framework package", "package"),
-        companions=tuple(src.check(check_package_name, c, "companion", "companions") for c in _strings(src, body.get("companions", []), "companions", "companions")),
+        companions=tuple(
+            src.check(check_package_name, c, "companion", "companions")
+            for c in _strings(src, body.get("companions", []), "companions", "companions")
+        ),
         cuda_tag=_pattern(src, get("cuda_tag")),
         index_url=src.check(check_url, get("index_url"), "framework index_url", "index_url"),
-        pypi_index_url=src.check(check_url, body.get("pypi_index_url", "https://pypi.org/simple"), "pypi_index_url", "pypi_index_url"),
+        pypi_index_url=src.check(
+            check_url, body.get("pypi_index_url", "https://pypi.org/simple"), "pypi_index_url", "pypi_index_url"
+        ),
         check=src.check(check_token, get("check"), "framework check", "check"),
         releases=tuple(sorted((_release(src, r) for r in releases), key=lambda r: Version(r.version), reverse=True)),
         source=src.path,
@@ -200,7 +210,8 @@ def _release(src: _Source, body: Any) -> Release:
     body = _as_table(src, body, "release")
     version = src.check(check_version, _require(src, body, "version", "release"), "release version", "version")
     needle = f'version = "{version}"'
-    pythons = tuple(src.check(check_python, p, f"release {version} python", needle) for p in _strings(src, _require(src, body, "python", needle), "python", needle))
+    python_names = _strings(src, _require(src, body, "python", needle), "python", needle)
+    pythons = tuple(src.check(check_python, p, f"release {version} python", needle) for p in python_names)
     companions = _pins(src, body.get("companions", {}), f"release {version} companions", needle)
     variants = body.get("variant", [])
     if not isinstance(variants, list) or not variants:
@@ -216,20 +227,26 @@ def _release(src: _Source, body: Any) -> Release:
 def _pins(src: _Source, body: Any, what: str, needle: str) -> tuple[tuple[str, str], ...]:
     if not isinstance(body, dict):
         raise src.error(f"{what} must be a table of package = version", needle)
-    return tuple(sorted((src.check(check_package_name, k, what, needle), src.check(check_version, v, f"{what} {k}", needle)) for k, v in body.items()))
+    return tuple(sorted(
+        (src.check(check_package_name, k, what, needle), src.check(check_version, v, f"{what} {k}", needle))
+        for k, v in body.items()
+    ))
 
 
 def _variant(src: _Source, body: Any, version: str) -> Variant:
     body = _as_table(src, body, "release.variant")
-    cuda = src.check(check_version, _require(src, body, "cuda", "release.variant"), f"release {version} variant cuda", f'version = "{version}"')
+    cuda = src.check(check_version, _require(src, body, "cuda", "release.variant"),
+                     f"release {version} variant cuda", f'version = "{version}"')
     where = f"release {version} cuda {cuda}"
     needle = f'cuda = "{cuda}"'
-    optional = {k: src.check(check_version, body[k], f"{where} {k}", needle) if k in body else None for k in ("cudnn", "nccl")}
+    optional = {k: src.check(check_version, body[k], f"{where} {k}", needle) if k in body else None
+                for k in ("cudnn", "nccl")}
     pypi = body.get("pypi", False)
     if not isinstance(pypi, bool):
         raise src.error(f"{where}: pypi must be true or false", needle)
     archs = _strings(src, body.get("archs", []), f"{where} archs", needle)
-    return Variant(cuda=cuda, pypi=pypi, pins=_pins(src, body.get("pins", {}), f"{where} pins", needle), archs=archs, **optional)
+    pins = _pins(src, body.get("pins", {}), f"{where} pins", needle)
+    return Variant(cuda=cuda, pypi=pypi, pins=pins, archs=archs, **optional)
 
 
 def _merge_framework(old: Framework | None, new: Framework) -> Framework:

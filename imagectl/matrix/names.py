@@ -19,7 +19,12 @@ from ..errors import UnknownProfileError
 from ..reference import parse_reference
 from .model import CudaToolkit, Framework, Matrix, OsInfo, Profile, Release, Variant
 
-_NAME_RE = re.compile(r"^(?P<fw>[a-z][a-z0-9_]*)-(?P<version>[0-9]+(?:\.[0-9]+){1,3})(?:-(?P<cuda>[a-z]+[0-9]+))?(?P<rest>(?:-[a-z0-9.]+)*)$")
+_NAME_RE = re.compile(
+    r"^(?P<fw>[a-z][a-z0-9_]*)"
+    r"-(?P<version>[0-9]+(?:\.[0-9]+){1,3})"
+    r"(?:-(?P<cuda>[a-z]+[0-9]+))?"
+    r"(?P<rest>(?:-[a-z0-9.]+)*)$"
+)
 _PY_RE = re.compile(r"^py(3\.[0-9]{1,2})$")
 
 
@@ -70,7 +75,8 @@ def resolve_profile(name: str, matrix: Matrix, python: str | None = None) -> Pro
         raise _unknown(name, matrix, f"names no framework in the matrix ({', '.join(sorted(matrix.frameworks))})")
     release = _release(fw, parsed.version, name, matrix)
     variant = _variant(fw, release, parsed.cuda_tag, name, matrix)
-    return build_profile(matrix, fw, release, variant, parsed.version, parsed.os, parsed.flavor, python or parsed.python)
+    return build_profile(matrix, fw, release, variant, parsed.version, parsed.os, parsed.flavor,
+                         python or parsed.python)
 
 
 def _release(fw: Framework, version: str, name: str, matrix: Matrix) -> Release:
@@ -126,12 +132,16 @@ def build_profile(matrix: Matrix, fw: Framework, release: Release, variant: Vari
     chosen_os = default_os(matrix, release, toolkit)
     os_name = os_name or chosen_os
     if os_name not in toolkit.os or os_name not in matrix.os:
-        raise UnknownProfileError(f"{base_name}: no {os_name} base image for CUDA {variant.cuda} (have: {', '.join(toolkit.os)})")
+        have = ", ".join(toolkit.os)
+        raise UnknownProfileError(f"{base_name}: no {os_name} base image for CUDA {variant.cuda} (have: {have})")
     os_info = matrix.os[os_name]
     flavor = flavor or matrix.base.flavors[0]
     chosen = python or default_python(release, os_info)
     if chosen not in release.python:
-        raise UnknownProfileError(f"{base_name}: {fw.name} {release.version} has no wheels for Python {chosen} (has: {', '.join(release.python)})")
+        has = ", ".join(release.python)
+        raise UnknownProfileError(
+            f"{base_name}: {fw.name} {release.version} has no wheels for Python {chosen} (has: {has})"
+        )
     suffix = [s for s, default in ((os_name, chosen_os), (flavor, matrix.base.flavors[0])) if s != default]
     if python and python != default_python(release, os_info):
         suffix.append(f"py{python}")

@@ -50,14 +50,19 @@ def python_supported(p: Profile) -> list[Violation]:
     """The profile's Python must be one the release publishes wheels for."""
     if p.python in p.release.python:
         return []
-    return [_v(p, "python-supported", f"Python {p.python} not among {p.framework.name} {p.release.version} wheels ({', '.join(p.release.python)})")]
+    wheels = ", ".join(p.release.python)
+    message = f"Python {p.python} not among {p.framework.name} {p.release.version} wheels ({wheels})"
+    return [_v(p, "python-supported", message)]
 
 
 def python_available(p: Profile) -> list[Violation]:
     """The profile's Python must come with the base OS or from its package archive."""
     if p.python == p.os.python or p.python in p.os.apt_python:
         return []
-    return [_v(p, "python-available", f"Python {p.python} is neither {p.os.name}'s python3 ({p.os.python}) nor in its archive ({', '.join(p.os.apt_python)})", "matrices [os] table")]
+    archive = ", ".join(p.os.apt_python)
+    message = (f"Python {p.python} is neither {p.os.name}'s python3 ({p.os.python})"
+               f" nor in its archive ({archive})")
+    return [_v(p, "python-available", message, "matrices [os] table")]
 
 
 def cudnn_pin_agrees(p: Profile) -> list[Violation]:
@@ -94,7 +99,8 @@ def pin_suffix_agrees(p: Profile) -> list[Violation]:
     for name, version in p.variant.pins:
         match = _CU_SUFFIX.match(name)
         if match and int(match[1]) != p.toolkit.major:
-            out.append(_v(p, "pin-cuda-major", f"{name}=={version} is for CUDA {match[1]}, the build is CUDA {p.variant.cuda}"))
+            message = f"{name}=={version} is for CUDA {match[1]}, the build is CUDA {p.variant.cuda}"
+            out.append(_v(p, "pin-cuda-major", message))
     return out
 
 
@@ -110,7 +116,8 @@ def driver_floors_ordered(p: Profile) -> list[Violation]:
     t = p.toolkit
     if driver_key(t.min_driver_compat) <= driver_key(t.min_driver):
         return []
-    return [_v(p, "driver-floors", f"CUDA {t.version}: min_driver_compat {t.min_driver_compat} > min_driver {t.min_driver}", "matrices/cuda.toml")]
+    message = f"CUDA {t.version}: min_driver_compat {t.min_driver_compat} > min_driver {t.min_driver}"
+    return [_v(p, "driver-floors", message, "matrices/cuda.toml")]
 
 
 def toolkit_release_matches(p: Profile) -> list[Violation]:
@@ -118,7 +125,8 @@ def toolkit_release_matches(p: Profile) -> list[Violation]:
     r, v = Version(p.toolkit.release), Version(p.toolkit.version)
     if (r.major, r.minor) == (v.major, v.minor):
         return []
-    return [_v(p, "toolkit-release", f"CUDA {p.toolkit.version} names release {p.toolkit.release}", "matrices/cuda.toml")]
+    message = f"CUDA {p.toolkit.version} names release {p.toolkit.release}"
+    return [_v(p, "toolkit-release", message, "matrices/cuda.toml")]
 
 
 MATRIX_RULES: tuple[Rule, ...] = (

@@ -27,7 +27,8 @@ def index_url(profile: Profile, config: Config) -> str:
     return fw.index_url.replace("{cuda_tag}", cuda_tag)
 
 
-def base_reference(profile: Profile, config: Config, digest: str | None = None, base: Reference | None = None) -> Reference:
+def base_reference(profile: Profile, config: Config, digest: str | None = None,
+                   base: Reference | None = None) -> Reference:
     """The base image as the build pulls it (the profile's, or ``base`` given with ``build --base``):
     through the configured mirror, pinned to ``digest`` if known."""
     ref = apply_mirror(base or profile.base_image, config.mirrors)

@@ -57,7 +57,8 @@ def render_template(env: jinja2.Environment, name: str, context: Mapping[str, An
     try:
         return env.get_template(name).render(**context)
     except jinja2.TemplateNotFound as exc:
-        raise TemplateError(f"template {exc.name} not found in {', '.join(str(p) for p in env.loader.searchpath)}") from None  # type: ignore[union-attr]
+        searchpath = ", ".join(str(p) for p in env.loader.searchpath)  # type: ignore[union-attr]
+        raise TemplateError(f"template {exc.name} not found in {searchpath}") from None
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"{exc.filename or exc.name}:{exc.lineno}: template syntax error: {exc.message}") from None
     except jinja2.UndefinedError as exc:

@@ -108,7 +108,8 @@ def read_history(store: TagStore) -> History:
     wanted = {t.digest for t in listing.immutable} | set(listing.pointers.values())
     for digest in sorted(wanted):
         facts[digest] = _image_facts(store, digest)
-    return History(store.repository.familiar, tuple(history_entries(listing, facts)), dict(listing.pointers), tuple(store.moves()))
+    return History(store.repository.familiar, tuple(history_entries(listing, facts)), dict(listing.pointers),
+                   tuple(store.moves()))
 
 
 def _image_facts(store: TagStore, digest: str) -> tuple[str, Mapping[str, str]]:
@@ -128,8 +129,9 @@ def history_entries(listing: TagListing, facts: Mapping[str, tuple[str, Mapping[
     rows = []
     for info in listing.immutable:
         created, labels = facts.get(info.digest, ("", {}))
-        rows.append(HistoryEntry(info.tag, info.digest, created, info.time.isoformat(), image_versions(labels, info.tag),
-                                 tuple(by_digest.get(info.digest, ())), info.digest == current))
+        rows.append(HistoryEntry(info.tag, info.digest, created, info.time.isoformat(),
+                                 image_versions(labels, info.tag), tuple(by_digest.get(info.digest, ())),
+                                 info.digest == current))
     named = {t.digest for t in listing.immutable}
     for digest, pointers in sorted(by_digest.items(), key=lambda item: item[1]):
         if digest not in named:

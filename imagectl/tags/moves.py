@@ -84,8 +84,10 @@ def promote(store: TagStore, channel: str, source: str = MOVING_TAG) -> MoveResu
     digest = store.digest(check_tag(source))
     if digest is None:
         if source != MOVING_TAG:
-            raise InputError(f"--from {source!r}: {store.repository.familiar} has no such tag ({_choices(read_listing(store))})")
-        raise OperationError(f"{store.repository.familiar}:{source} does not exist yet: nothing to promote (build or import first)")
+            choices = _choices(read_listing(store))
+            raise InputError(f"--from {source!r}: {store.repository.familiar} has no such tag ({choices})")
+        raise OperationError(f"{store.repository.familiar}:{source} does not exist yet:"
+                             " nothing to promote (build or import first)")
     return guarded_move(store, channel, digest, logged_name(digest, store.moves()), current, "promote")
 
 
@@ -135,7 +137,8 @@ def previous_target(current: str | None, moves: Sequence[Move], listing: TagList
     mine = listing.tags_of(current)
     older = [t for t in listing.immutable if t.digest != current and (not mine or t.time < mine[0].time)]
     if not older:
-        raise OperationError(f"{tag} points to {short_digest(current)} and no earlier immutable image is left to roll back to")
+        raise OperationError(f"{tag} points to {short_digest(current)}"
+                             " and no earlier immutable image is left to roll back to")
     return older[0]
 
 
@@ -146,7 +149,10 @@ def resolve_target(spec: str, listing: TagListing, repository: str = "the reposi
     Raises InputError listing the valid choices otherwise.
     """
     if spec.startswith("sha256:"):
-        found = {t.digest for t in listing.immutable if t.digest.startswith(spec)} if len(spec) >= _MIN_PREFIX else set()
+        if len(spec) >= _MIN_PREFIX:
+            found = {t.digest for t in listing.immutable if t.digest.startswith(spec)}
+        else:
+            found = set()
         if len(found) == 1:
             return listing.tags_of(found.pop())[0]
         why = "is ambiguous" if found else "is not the digest of any immutable tag of"
@@ -154,7 +160,8 @@ def resolve_target(spec: str, listing: TagListing, repository: str = "the reposi
     for info in listing.immutable:
         if info.tag == spec:
             return info
-    raise InputError(f"{spec!r} is neither an immutable tag of {repository} nor a digest one points to ({_choices(listing)})")
+    raise InputError(f"{spec!r} is neither an immutable tag of {repository}"
+                     f" nor a digest one points to ({_choices(listing)})")
 
 
 def _choices(listing: TagListing) -> str:
@@ -177,8 +184,8 @@ def guarded_move(store: TagStore, tag: str, target: str, target_tag: str | None,
     try:
         store.point(tag, target)
     except NotFoundError:
-        raise OperationError(f"{target_tag or 'image'} ({short_digest(target)}) no longer exists (deleted by a concurrent "
-                             f"prune?); {tag} stays on {short_digest(current)}") from None
+        raise OperationError(f"{target_tag or 'image'} ({short_digest(target)}) no longer exists"
+                             f" (deleted by a concurrent prune?); {tag} stays on {short_digest(current)}") from None
     note = _read_back(store, tag, target)
     try:
         store.record(Move(tag=tag, to=target, previous=current, action=action, when=now(), by=who(), to_tag=target_tag))

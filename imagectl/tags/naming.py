@@ -21,7 +21,13 @@ from ..matrix.model import Profile
 from ..reference import Reference, parse_reference
 
 MOVING_TAG = "latest"
-_IMMUTABLE_RE = re.compile(r"^(?P<version>[0-9][0-9A-Za-z.+_]*)-(?P<cuda>[a-z]+[0-9]+)-py(?P<python>3\.[0-9]+)-(?P<stamp>[0-9]{8}T[0-9]{6})-(?P<key>[0-9a-f]{10})$")
+_IMMUTABLE_RE = re.compile(
+    r"^(?P<version>[0-9][0-9A-Za-z.+_]*)"
+    r"-(?P<cuda>[a-z]+[0-9]+)"
+    r"-py(?P<python>3\.[0-9]+)"
+    r"-(?P<stamp>[0-9]{8}T[0-9]{6})"
+    r"-(?P<key>[0-9a-f]{10})$"
+)
 _CHANNEL_RE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 
 
@@ -42,7 +48,8 @@ def moving_reference(profile_name: str, config: Config) -> Reference:
 def immutable_tag(profile: Profile, build_key: str, when: datetime | None = None) -> str:
     """The immutable tag for a build of ``profile`` with ``build_key`` at ``when`` (UTC now)."""
     stamp = (when or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%S")
-    tag = f"{profile.release.version}-{profile.framework.tag_of(profile.variant.cuda)}-py{profile.python}-{stamp}-{build_key[:10]}"
+    cuda_tag = profile.framework.tag_of(profile.variant.cuda)
+    tag = f"{profile.release.version}-{cuda_tag}-py{profile.python}-{stamp}-{build_key[:10]}"
     return tag.replace("+", "_")
 
 

@@ -52,7 +52,8 @@ def plan_prune(tags: list[TagInfo], pointed: set[str], keep: int, min_age: timed
     return [_share(d, kept) for d in decided]
 
 
-def _decide(info: TagInfo, rank: int, pointed: Collection[str], keep: int, min_age: timedelta, now: datetime) -> Deletion:
+def _decide(info: TagInfo, rank: int, pointed: Collection[str], keep: int, min_age: timedelta,
+            now: datetime) -> Deletion:
     if rank < keep:
         return Deletion(info.tag, info.digest, False, f"one of the newest {keep}")
     if info.digest in pointed:
@@ -64,7 +65,8 @@ def _decide(info: TagInfo, rank: int, pointed: Collection[str], keep: int, min_a
 
 def _share(decision: Deletion, kept: dict[str, str]) -> Deletion:
     if decision.delete and decision.digest in kept:
-        return Deletion(decision.tag, decision.digest, False, f"its image is shared with kept tag {kept[decision.digest]}")
+        reason = f"its image is shared with kept tag {kept[decision.digest]}"
+        return Deletion(decision.tag, decision.digest, False, reason)
     return decision
 
 
@@ -98,7 +100,8 @@ class PruneReport:
     failed: list[tuple[str, str]] = field(default_factory=list)
 
 
-def execute_prune(store: TagStore, plan: Sequence[Deletion], on_line: Callable[[str], None] = lambda line: None) -> PruneReport:
+def execute_prune(store: TagStore, plan: Sequence[Deletion],
+                  on_line: Callable[[str], None] = lambda line: None) -> PruneReport:
     """Delete what ``plan`` says, one image at a time, re-checking the pointers around each delete (see the
     module docstring).  A failure to delete one image is reported and the others still go.
 

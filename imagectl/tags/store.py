@@ -233,7 +233,9 @@ class EngineTagStore:
         self.engine = engine
         self.repository = repository
         self._name = repository.familiar
-        base = state_dir or Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "imagectl" / "history"
+        base = state_dir or (
+            Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "imagectl" / "history"
+        )
         self._log = base / (self._name.replace("/", "_").replace(":", "_") + ".json")
 
     def tags(self) -> list[str]:

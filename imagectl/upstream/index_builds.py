@@ -118,7 +118,9 @@ def pure_wheels(files: Iterable[DistFile]) -> tuple[DistFile, ...]:
 def wheel_candidates(files: Sequence[DistFile]) -> list[DistFile]:
     """The wheels whose metadata to try, best first (see the module docstring); [] when none fits."""
     chosen = linux_x86_64_wheels(files) or pure_wheels(files)
-    return sorted(chosen, key=lambda f: (f.yanked, _wheel_abi(f) != "cp311", cpython_sort_key(_wheel_abi(f)), _build_rank(f), f.filename))
+    return sorted(chosen, key=lambda f: (
+        f.yanked, _wheel_abi(f) != "cp311", cpython_sort_key(_wheel_abi(f)), _build_rank(f), f.filename
+    ))
 
 
 def marker_python(file: DistFile, hint: Sequence[str] = ()) -> str:
@@ -173,7 +175,10 @@ def applicable(requirements: Iterable[Requirement], python: str, extras: Iterabl
     one of ``extras`` (an extra named like a variant's CUDA tag, e.g. jax's ``cuda12``)."""
     environment = marker_environment(python)
     wanted = ("", *extras)
-    return tuple(r for r in requirements if r.marker is None or any(r.marker.evaluate({**environment, "extra": e}) for e in wanted))
+    return tuple(
+        r for r in requirements
+        if r.marker is None or any(r.marker.evaluate({**environment, "extra": e}) for e in wanted)
+    )
 
 
 def requirements_on(requirements: Iterable[Requirement], name: str) -> tuple[Requirement, ...]:

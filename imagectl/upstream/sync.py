@@ -112,7 +112,10 @@ def propose(matrix: Matrix, fw: Framework, build: IndexBuild, companions: Sequen
     loose = tuple(f"{r.name}{r.specifier}" for r in requirements
                   if exact_version(r) is None and str(r.specifier) and GPU_STACK.match(canonicalize_name(r.name)))
     cuda, cuda_from = cuda_of(build, extras)
-    fields = {name: exact_version(r) if (r := field_requirement(requirements, name)) is not None else None for name in ("cudnn", "nccl")}
+    fields = {
+        name: exact_version(r) if (r := field_requirement(requirements, name)) is not None else None
+        for name in ("cudnn", "nccl")
+    }
     return Proposal(
         framework=fw.name, version=build.version, python=build.pythons, companions=tuple(companions), todo=tuple(todo),
         cuda=cuda, cuda_from=cuda_from, cuda_declared=cuda in matrix.cuda, cudnn=fields["cudnn"], nccl=fields["nccl"],
@@ -141,29 +144,38 @@ def _key(name: str) -> str:
 
 def render_proposal(proposal: Proposal) -> str:
     """One proposal as a ``[[release]]`` block of matrix TOML, with its sources and TODOs as comments."""
-    why = f"newer patch of {proposal.version.rsplit('.', 1)[0]}; the matrix has {proposal.newer_than}" if proposal.newer_than else "a minor line the matrix lacks"
+    if proposal.newer_than:
+        why = f"newer patch of {proposal.version.rsplit('.', 1)[0]}; the matrix has {proposal.newer_than}"
+    else:
+        why = "a minor line the matrix lacks"
+    pythons = ", ".join(_toml_string(p) for p in proposal.python)
+    companions_note = "   # each matched by an exact pin in the metadata" if proposal.companions else ""
     lines = [f"# --- {proposal.framework} {proposal.version} ({why}) ---", "[[release]]",
              f"version = {_toml_string(proposal.version)}",
-             f"python = [{', '.join(_toml_string(p) for p in proposal.python)}]   # CPython ABIs of its Linux x86_64 wheels (free-threaded left out)",
-             f"companions = {_inline(proposal.companions)}" + ("   # each matched by an exact pin in the metadata" if proposal.companions else "")]
+             f"python = [{pythons}]   # CPython ABIs of its Linux x86_64 wheels (free-threaded left out)",
+             f"companions = {_inline(proposal.companions)}" + companions_note]
     if not proposal.python:
         lines.append("# TODO python: its wheels are not CPython-specific; list the Pythons it supports")
     lines += [f"# TODO {line}" for line in proposal.todo]
     lines += ["", "  [[release.variant]]", f"  # source: {proposal.source}"]
     if proposal.cuda is None:
-        lines.append(f"  # TODO cuda: the wheel pins no CUDA runtime{' (' + proposal.cuda_from + ')' if proposal.cuda_from else ''}; set cuda = \"MAJOR.MINOR\"")
+        cuda_from = f" ({proposal.cuda_from})" if proposal.cuda_from else ""
+        lines.append(f"  # TODO cuda: the wheel pins no CUDA runtime{cuda_from}; set cuda = \"MAJOR.MINOR\"")
     else:
         lines.append(f"  cuda = {_toml_string(proposal.cuda)}   # from {proposal.cuda_from}")
         if not proposal.cuda_declared:
-            lines.append(f"  # TODO: CUDA {proposal.cuda} is not declared in any [cuda] table; add [cuda.\"{proposal.cuda}\"] (matrices/cuda.toml) first")
+            lines.append(f"  # TODO: CUDA {proposal.cuda} is not declared in any [cuda] table;"
+                         f" add [cuda.\"{proposal.cuda}\"] (matrices/cuda.toml) first")
     lines.append("  pypi = true")
-    lines += [f"  {name} = {_toml_string(value)}" for name, value in (("cudnn", proposal.cudnn), ("nccl", proposal.nccl)) if value]
+    versions = (("cudnn", proposal.cudnn), ("nccl", proposal.nccl))
+    lines += [f"  {name} = {_toml_string(value)}" for name, value in versions if value]
     lines += ["  [release.variant.pins]   # every == pin of the wheel metadata"]
     lines += [f"  {_toml_string(name)} = {_toml_string(version)}" for name, version in proposal.pins]
     if proposal.loose:
         lines.append(f"  # not pinned (no ==): {'; '.join(proposal.loose)}")
     if proposal.other_cuda:
-        lines.append(f"  # TODO: {proposal.framework} {proposal.newer_than} in the matrix also lists CUDA {', '.join(proposal.other_cuda)} builds; add their [[release.variant]] from their indexes")
+        lines.append(f"  # TODO: {proposal.framework} {proposal.newer_than} in the matrix also lists"
+                     f" CUDA {', '.join(proposal.other_cuda)} builds; add their [[release.variant]] from their indexes")
     return "\n".join(lines) + "\n"
 
 
@@ -171,7 +183,8 @@ def render_proposals(proposals: Sequence[Proposal], index_of: dict[str, str]) ->
     """The whole proposal document: a header per framework, then its blocks, newest first."""
     if not proposals:
         return ""
-    parts = ["# Proposed by `imagectl matrix sync`: review each block, then move it into the framework's matrix file.\n"]
+    parts = ["# Proposed by `imagectl matrix sync`: review each block,"
+             " then move it into the framework's matrix file.\n"]
     for name in dict.fromkeys(p.framework for p in proposals):
         parts.append(f"\n# ===== {name}: releases on {index_of.get(name, '?')} that the matrix lacks =====\n")
         parts += ["\n" + render_proposal(p) for p in proposals if p.framework == name]
@@ -210,7 +223,8 @@ def _previous(fw: Framework, version: Version) -> Release | None:
     return max(older, key=lambda r: Version(r.version)) if older else None
 
 
-def _companions(fw: Framework, build: IndexBuild, previous: Release | None, reader: IndexReader) -> tuple[list[tuple[str, str]], list[str]]:
+def _companions(fw: Framework, build: IndexBuild, previous: Release | None,
+                reader: IndexReader) -> tuple[list[tuple[str, str]], list[str]]:
     """The companions that go with ``build`` (the framework's own == pin, else a companion release that
     requires exactly this one) and a TODO line for each one not found."""
     found: list[tuple[str, str]] = []
@@ -227,7 +241,8 @@ def _companions(fw: Framework, build: IndexBuild, previous: Release | None, read
     return found, todo
 
 
-def _companion_for(fw: Framework, name: str, version: str, since: str | None, reader: IndexReader) -> tuple[str | None, str]:
+def _companion_for(fw: Framework, name: str, version: str, since: str | None,
+                   reader: IndexReader) -> tuple[str | None, str]:
     """The companion release newer than ``since`` that requires ``fw.package==version`` exactly, or
     ``None`` and why not.  Oldest first from ``since`` (each read is cached for the next proposal), newest
     first without it; stops at one that requires a release beyond ``version``."""
@@ -243,7 +258,8 @@ def _companion_for(fw: Framework, name: str, version: str, since: str | None, re
             companion = reader.read(name, (candidate, ""), find_build(builds, str(candidate), "", plain_ok=True))
         except PackageIndexError:
             continue
-        pins = [exact_version(r) for r in requirements_on(applicable(companion.requirements, companion.python), fw.package)]
+        companion_requirements = applicable(companion.requirements, companion.python)
+        pins = [exact_version(r) for r in requirements_on(companion_requirements, fw.package)]
         pinned = [Version(Version(p).public) for p in pins if p]
         if target in pinned:
             return str(candidate), ""
@@ -253,7 +269,8 @@ def _companion_for(fw: Framework, name: str, version: str, since: str | None, re
 
 
 def sync_matrix(matrix: Matrix, framework: str | None = None, index: str | None = None,
-                session: requests.Session | None = None, settings: IndexSettings = DEFAULT_SETTINGS) -> tuple[list[Proposal], dict[str, str]]:
+                session: requests.Session | None = None,
+                settings: IndexSettings = DEFAULT_SETTINGS) -> tuple[list[Proposal], dict[str, str]]:
     """Proposals for every framework (or ``framework``) and the index each was read from.
 
     Raises:

@@ -75,7 +75,8 @@ class PinFinding:
         return self.kind in FAILING
 
     def __str__(self) -> str:
-        return f"{self.framework} {self.release} {self.variant}: {self.what}: matrix says {self.matrix}, index says {self.index} ({self.kind})"
+        return (f"{self.framework} {self.release} {self.variant}: {self.what}:"
+                f" matrix says {self.matrix}, index says {self.index} ({self.kind})")
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,8 @@ def compare_field(name: str, stated: str | None, requirement: Requirement | None
     return [] if ok else [(name, stated, f"{requirement.name}{requirement.specifier}", DIFFERS)]
 
 
-def compare_pins(pins: Iterable[tuple[str, str]], requirements: Sequence[Requirement], unlisted: Iterable[str] = ()) -> list[Row]:
+def compare_pins(pins: Iterable[tuple[str, str]], requirements: Sequence[Requirement],
+                 unlisted: Iterable[str] = ()) -> list[Row]:
     """Compare each stated pin with the requirements; then note exact pins the matrix does not state.
 
     ``unlisted`` names packages not expected among the pins (the framework itself, its companions).
@@ -207,10 +209,13 @@ def compare_companion(fw: Framework, release: Release, tag: str, name: str, vers
 
 
 def _companion_row(fw: Framework, release: Release, name: str, version: str,
-                   framework_requirements: Sequence[Requirement], companion: IndexBuild | None) -> tuple[str, str, str] | None:
+                   framework_requirements: Sequence[Requirement],
+                   companion: IndexBuild | None) -> tuple[str, str, str] | None:
     own = requirements_on(framework_requirements, name)
     if own:
-        return None if all(satisfies(r, version) for r in own) else (version, f"{fw.package} requires {_spec_text(own)}", DIFFERS)
+        if all(satisfies(r, version) for r in own):
+            return None
+        return (version, f"{fw.package} requires {_spec_text(own)}", DIFFERS)
     if companion is None:
         return None
     back = requirements_on(applicable(companion.requirements, companion.python), fw.package)
@@ -278,10 +283,12 @@ def verify_framework(fw: Framework, reader: IndexReader) -> tuple[list[tuple[str
     return checked, findings
 
 
-def _verify_variant(fw: Framework, release: Release, variant: Variant, files: list[DistFile], reader: IndexReader) -> list[PinFinding]:
+def _verify_variant(fw: Framework, release: Release, variant: Variant, files: list[DistFile],
+                    reader: IndexReader) -> list[PinFinding]:
     tag = fw.tag_of(variant.cuda)
     if not files:
-        return [PinFinding(fw.name, release.version, tag, "build", f"{fw.package} {release.version} ({tag})", "not on the index", MISSING)]
+        what = f"{fw.package} {release.version} ({tag})"
+        return [PinFinding(fw.name, release.version, tag, "build", what, "not on the index", MISSING)]
     key = (Version(Version(release.version).public), _label_of(files[0]))
     try:
         build = reader.read(fw.package, key, files, release.python)
@@ -300,7 +307,8 @@ def _label_of(file: DistFile) -> str:
     return key[1] if key else ""
 
 
-def _companion_build(reader: IndexReader, name: str, version: str, label: str, hint: Sequence[str]) -> tuple[IndexBuild | None, str]:
+def _companion_build(reader: IndexReader, name: str, version: str, label: str,
+                     hint: Sequence[str]) -> tuple[IndexBuild | None, str]:
     """The companion's build with the same label (else unlabelled), or None and why it is missing."""
     try:
         builds = reader.project(name)

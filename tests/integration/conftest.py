@@ -104,7 +104,8 @@ def shipped_pins(name: str) -> dict[str, str]:
 def wheel_index(tmp_path_factory) -> Iterator[str]:
     """A PEP 503 index of stand-in wheels matching torch-2.3-cu121's pins exactly."""
     pins = shipped_pins("torch-2.3-cu121")
-    facts = {"torch_version": pins["torch"], "cuda": "12.1", "cudnn": pins["nvidia-cudnn-cu12"], "nccl": pins["nvidia-nccl-cu12"]}
+    facts = {"torch_version": pins["torch"], "cuda": "12.1", "cudnn": pins["nvidia-cudnn-cu12"],
+             "nccl": pins["nvidia-nccl-cu12"]}
     wheels = tmp_path_factory.mktemp("wheels")
     make_standin_framework_wheels(wheels, pins, facts)
     make_wheel(wheels, "team-extra", "1.0", {"team_extra/__init__.py": "__version__ = '1.0'\n"})

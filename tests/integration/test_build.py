@@ -38,7 +38,8 @@ def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, regi
     assert labels["imagectl.build-key"].startswith(immutable[0].rsplit("-", 1)[1])
 
     # the base image sets NCCL_VERSION=2.17.1-1 while torch loads 2.20.5: reported, not fatal
-    assert "warn  NCCL_VERSION of the base image vs NCCL the framework loads: expected 2.20.5, found 2.17.1-1" in first.out + first.err
+    nccl_warning = "warn  NCCL_VERSION of the base image vs NCCL the framework loads: expected 2.20.5, found 2.17.1-1"
+    assert nccl_warning in first.out + first.err
 
     again = run_cli("build", PROFILE)
     assert again.code == 0 and f"{PROFILE}  reused" in again.out
@@ -47,7 +48,10 @@ def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, regi
     tested = run_cli("test", PROFILE, "--json")
     assert tested.code == 0, tested.err
     report = json.loads(tested.out)
-    assert report["ok"] and {f["what"] for f in report["findings"]} >= {"python", "torch version", "nccl loaded by torch", "pip nvidia-nccl-cu12"}
+    assert report["ok"]
+    assert {f["what"] for f in report["findings"]} >= {
+        "python", "torch version", "nccl loaded by torch", "pip nvidia-nccl-cu12"
+    }
 
 
 def test_failed_build_and_failed_check_leave_the_moving_tag(run_cli, tmp_path, mirror, wheel_index, lying_wheel_index,
@@ -80,7 +84,8 @@ def test_push_to_registry_with_basic_auth(run_cli, tmp_path, mirror, wheel_index
     assert ok.code == 0, ok.err[-2000:]
     from imagectl.registry import Credentials
 
-    client = RegistryClient(auth_registry.host, insecure=True, credentials=Credentials(auth_registry.username, auth_registry.password))
+    credentials = Credentials(auth_registry.username, auth_registry.password)
+    client = RegistryClient(auth_registry.host, insecure=True, credentials=credentials)
     tags = client.list_tags(f"secure/{PROFILE}")
     assert "latest" in tags and any(t.startswith("2.3.1-cu121-py3.11-") for t in tags)
 

@@ -28,7 +28,8 @@ def team_image(docker_client, mirror, wheel_index) -> str:
     """A team's image made without imagectl: the stand-in CUDA base, a venv, torch and its pins from the index."""
     pins = " ".join(f"{name}=={version}" for name, version in sorted(shipped_pins("torch-2.3-cu121").items()))
     dockerfile = (f"FROM {STANDIN}\n"
-                  f"RUN python3 -m venv /opt/team && /opt/team/bin/pip install --no-cache-dir --index-url {wheel_index} {pins}\n"
+                  "RUN python3 -m venv /opt/team"
+                  f" && /opt/team/bin/pip install --no-cache-dir --index-url {wheel_index} {pins}\n"
                   "ENV PATH=/opt/team/bin:$PATH\n")
     image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), network_mode="host", rm=True)
     image.tag(TEAM_IMAGE)
@@ -37,7 +38,9 @@ def team_image(docker_client, mirror, wheel_index) -> str:
 
 def config(tmp_path, namespace: str, registry=None) -> None:
     registry_line = f'url = "{registry.host}"\n' if registry is not None else ""
-    (tmp_path / "imagectl.toml").write_text(f'[registry]\n{registry_line}namespace = "{namespace}"\n\n[build]\nnetwork = "host"\n')
+    (tmp_path / "imagectl.toml").write_text(
+        f'[registry]\n{registry_line}namespace = "{namespace}"\n\n[build]\nnetwork = "host"\n'
+    )
 
 
 def test_import_from_a_registry_then_roll_back(run_cli, tmp_path, docker_client, team_image, registry):
@@ -80,7 +83,8 @@ def test_import_from_a_registry_then_roll_back(run_cli, tmp_path, docker_client,
         RegistryClient(registry.host, insecure=True).list_tags("imp/torch-2.3-cu118")
 
 
-def test_import_across_registries_streams_the_blobs(run_cli, tmp_path, docker_client, team_image, registry, auth_registry, docker_config):
+def test_import_across_registries_streams_the_blobs(run_cli, tmp_path, docker_client, team_image, registry,
+                                                    auth_registry, docker_config):
     auth = {"username": auth_registry.username, "password": auth_registry.password}
     source, source_digest = push_to_registry(docker_client, team_image, auth_registry.host, "team/own:v1", auth=auth)
     config(tmp_path, "across", registry)

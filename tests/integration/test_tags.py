@@ -133,12 +133,15 @@ def test_history_rollback_promote_prune_against_the_registry(run_cli, tmp_path, 
     assert tag_of(2) in client.list_tags(repo)
     pruned = run_cli("prune", PROFILE, "--keep", "1")
     assert pruned.code == 0, pruned.err
-    assert sorted(client.list_tags(repo)) == sorted([tag_of(4), tag_of(3), tag_of(1), "latest", "stable", "imagectl-history"])
+    remaining = [tag_of(4), tag_of(3), tag_of(1), "latest", "stable", "imagectl-history"]
+    assert sorted(client.list_tags(repo)) == sorted(remaining)
     assert skopeo_digest(registry.host, repo, tag_of(2)) is None
     assert skopeo_digest(registry.host, repo, "latest") == digests[3]
 
     moves = json.loads(run_cli("history", PROFILE, "--moves", "--json").out)
-    assert [(m["tag"], m["action"], m["to_tag"]) for m in moves[:2]] == [("stable", "promote", tag_of(1)), ("latest", "rollback", tag_of(3))]
+    assert [(m["tag"], m["action"], m["to_tag"]) for m in moves[:2]] == [
+        ("stable", "promote", tag_of(1)), ("latest", "rollback", tag_of(3))
+    ]
     assert moves[1]["from_tag"] == tag_of(4) and "@" in moves[1]["by"]
 
 
@@ -164,10 +167,12 @@ def test_registry_mode_does_not_load_the_docker_sdk(tmp_path, registry):
     seed(RegistryClient(registry.host, insecure=True), f"nodocker/{PROFILE}", days=(1, 2))
     config(tmp_path, registry.host, "nodocker")
     code = ("import sys; from imagectl.cli import main; "
-            f"codes = [main(['history', '{PROFILE}']), main(['rollback', '{PROFILE}']), main(['prune', '{PROFILE}', '--keep', '5'])]; "
+            f"codes = [main(['history', '{PROFILE}']), main(['rollback', '{PROFILE}']),"
+            f" main(['prune', '{PROFILE}', '--keep', '5'])]; "
             "print(codes, 'docker' in sys.modules)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGECTL_")}
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60, check=False)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
+                          timeout=60, check=False)
     assert proc.stdout.strip().splitlines()[-1] == "[0, 0, 0] False", proc.stderr
 
 
@@ -236,12 +241,14 @@ def test_racing_rollbacks_promotions_and_prunes_keep_every_pointer_valid(registr
     checker = RegistryClient(registry.host, insecure=True)
 
     def store() -> RegistryTagStore:
-        return RegistryTagStore(RegistryClient(registry.host, insecure=True), parse_reference(f"{registry.host}/{repo}"))
+        return RegistryTagStore(RegistryClient(registry.host, insecure=True),
+                                parse_reference(f"{registry.host}/{repo}"))
 
     def prune(keep: int) -> object:
         s = store()
         listing = read_listing(s)
-        plan = plan_prune(list(listing.immutable), set(listing.pointers.values()), keep, timedelta(0), datetime.now(timezone.utc))
+        plan = plan_prune(list(listing.immutable), set(listing.pointers.values()), keep, timedelta(0),
+                          datetime.now(timezone.utc))
         return execute_prune(s, plan)
 
     results = run_together([lambda: rollback(store(), to=tag_of(3)), lambda: rollback(store(), to=tag_of(5))])
@@ -253,7 +260,8 @@ def test_racing_rollbacks_promotions_and_prunes_keep_every_pointer_valid(registr
         results = run_together([lambda: prune(1), lambda d=day: rollback(store(), to=tag_of(d)),
                                 lambda d=day: promote(store(), "stable", tag_of(d))])
         for r in results:  # a move may lose to the prune (its target deleted first): then it must say so
-            lost = isinstance(r, OperationError) and "no longer exists" in str(r) or isinstance(r, InputError) and "neither" in str(r)
+            lost = ((isinstance(r, OperationError) and "no longer exists" in str(r))
+                    or (isinstance(r, InputError) and "neither" in str(r)))
             assert not isinstance(r, Exception) or lost, r
         assert_every_tag_on_a_whole_image(checker, repo)
     assert len(checker.list_tags(repo)) >= 3  # newest, latest, history at least
@@ -277,7 +285,9 @@ def test_tags_in_the_local_engine(run_cli, tmp_path, docker_client, monkeypatch)
         docker_client.images.get(ids[3]).tag(repo, "latest")
 
         rows = json.loads(run_cli("history", PROFILE, "--json").out)
-        assert [(r["tag"], r["digest"], r["current"]) for r in rows] == [(tag_of(3), ids[3], True), (tag_of(2), ids[2], False), (tag_of(1), ids[1], False)]
+        assert [(r["tag"], r["digest"], r["current"]) for r in rows] == [
+            (tag_of(3), ids[3], True), (tag_of(2), ids[2], False), (tag_of(1), ids[1], False)
+        ]
         back = run_cli("rollback", PROFILE)
         assert back.code == 0, back.err
         assert docker_client.images.get(f"{repo}:latest").id == ids[2]
@@ -288,7 +298,8 @@ def test_tags_in_the_local_engine(run_cli, tmp_path, docker_client, monkeypatch)
         assert "deleted 0" in pruned.out  # day 3 newest, day 2 latest, day 1 stable
         assert run_cli("promote", PROFILE, "--channel", "stable", "--from", "latest").code == 0
         assert run_cli("prune", PROFILE, "--keep", "1", "--min-age-days", "0").code == 0
-        tags = sorted(t.split(":", 1)[1] for t in docker_client.images.get(ids[2]).tags + docker_client.images.get(ids[3]).tags)
+        local_tags = docker_client.images.get(ids[2]).tags + docker_client.images.get(ids[3]).tags
+        tags = sorted(t.split(":", 1)[1] for t in local_tags)
         assert tags == sorted([tag_of(2), tag_of(3), "latest", "stable"])
         moves = json.loads(run_cli("history", PROFILE, "--moves", "--json").out)
         assert [m["action"] for m in moves] == ["promote", "promote", "rollback"]

@@ -59,7 +59,8 @@ class LocalIndex:
             entry["core-metadata"] = True
         self.projects.setdefault(project, []).append(entry)
 
-    def add_recorded(self, recorded: dict[str, Any], torch: list[str] | None = None, companions: bool = True) -> LocalIndex:
+    def add_recorded(self, recorded: dict[str, Any], torch: list[str] | None = None,
+                     companions: bool = True) -> LocalIndex:
         """Add the recorded torch releases (all, or ``torch``), one wheel per recorded ABI, and the recorded
         torchvision/torchaudio releases with their torch requirements."""
         for version, entry in recorded["torch"].items():

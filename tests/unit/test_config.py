@@ -51,8 +51,12 @@ templates = ["mine"]
 
 def test_environment_overrides_single_keys(tmp_path):
     write(tmp_path, '[registry]\nurl = "a.example.com"\nnamespace = "ml"\n')
-    cfg = load_config(env={"IMAGECTL_REGISTRY_URL": "b.example.com:5000", "IMAGECTL_MIRRORS": "docker.io=m.example.com/hub",
-                           "IMAGECTL_PIP_EXTRA_INDEX_URLS": "https://x.example.com/simple, https://y.example.com/simple"}, cwd=tmp_path)
+    env = {
+        "IMAGECTL_REGISTRY_URL": "b.example.com:5000",
+        "IMAGECTL_MIRRORS": "docker.io=m.example.com/hub",
+        "IMAGECTL_PIP_EXTRA_INDEX_URLS": "https://x.example.com/simple, https://y.example.com/simple",
+    }
+    cfg = load_config(env=env, cwd=tmp_path)
     assert cfg.registry_url == "b.example.com:5000" and cfg.namespace == "ml"
     assert cfg.mirrors == {"docker.io": "m.example.com/hub"}
     assert len(cfg.pip_extra_index_urls) == 2

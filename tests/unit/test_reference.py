@@ -36,5 +36,6 @@ def test_familiar_form():
 
 def test_mirror_rewrites_only_its_domain():
     mirrors = {"docker.io": "mirror.internal:5000/hub"}
-    assert str(apply_mirror(parse_reference("nvidia/cuda:12.1.1"), mirrors)) == "mirror.internal:5000/hub/nvidia/cuda:12.1.1"
+    mirrored = apply_mirror(parse_reference("nvidia/cuda:12.1.1"), mirrors)
+    assert str(mirrored) == "mirror.internal:5000/hub/nvidia/cuda:12.1.1"
     assert str(apply_mirror(parse_reference("ghcr.io/a/b:1"), mirrors)) == "ghcr.io/a/b:1"

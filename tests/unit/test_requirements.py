@@ -9,7 +9,8 @@ from imagectl.requirements import parse_requirements, read_requirements
 
 
 def test_parse_requirements_skips_comments_and_validates():
-    assert parse_requirements("# team\nEinops==0.8.0  # pinned\n\nrequests>=2\n", "req.txt") == ("Einops==0.8.0", "requests>=2")
+    text = "# team\nEinops==0.8.0  # pinned\n\nrequests>=2\n"
+    assert parse_requirements(text, "req.txt") == ("Einops==0.8.0", "requests>=2")
 
 
 @pytest.mark.parametrize("line, fragment", [

@@ -16,7 +16,8 @@ from imagectl.matrix.names import list_profiles
 def _with_nccl(matrix, version: str, cuda: str, nccl: str):
     fw = matrix.frameworks["torch"]
     releases = tuple(
-        replace(r, variants=tuple(replace(v, nccl=nccl) if v.cuda == cuda else v for v in r.variants)) if r.version == version else r
+        replace(r, variants=tuple(replace(v, nccl=nccl) if v.cuda == cuda else v for v in r.variants))
+        if r.version == version else r
         for r in fw.releases
     )
     return replace(matrix, frameworks={**matrix.frameworks, "torch": replace(fw, releases=releases)})
@@ -88,7 +89,9 @@ def test_comment_only_edit_changes_nothing(run_cli, repo):
 def test_edited_release_changes_its_profiles(run_cli, repo):
     path = repo / "m" / "torch.toml"
     path.write_text(path.read_text().replace('nccl = "2.26.2"', 'nccl = "2.26.5"'))
-    assert _changed(run_cli) == ["torch-2.7-cu128", "torch-2.7-cu128-devel", "torch-2.7-cu128-ubuntu24.04", "torch-2.7-cu128-ubuntu24.04-devel"]
+    assert _changed(run_cli) == [
+        "torch-2.7-cu128", "torch-2.7-cu128-devel", "torch-2.7-cu128-ubuntu24.04", "torch-2.7-cu128-ubuntu24.04-devel"
+    ]
 
 
 def test_edited_cuda_table_changes_its_profiles_and_committed_changes_count(run_cli, repo, git_in):

@@ -44,7 +44,8 @@ def test_every_torch_minor_from_2_0_to_2_15_has_a_pypi_default_build(shipped_mat
 
 
 def test_every_shipped_release_is_recorded(shipped_matrix, recorded):
-    unknown = [r.version for _, r, _ in pypi_releases(shipped_matrix) if (recorded["torch"].get(r.version) or {}).get("wheel") is None]
+    unknown = [r.version for _, r, _ in pypi_releases(shipped_matrix)
+               if (recorded["torch"].get(r.version) or {}).get("wheel") is None]
     assert not unknown, f"shipped torch releases with no recorded PyPI metadata: {unknown}"
 
 
@@ -54,13 +55,19 @@ def test_cuda_cudnn_nccl_and_every_exact_pin_agree(shipped_matrix, recorded):
         if release.version not in recorded["torch"]:
             continue
         build = recorded_build(recorded, release.version)
-        findings = [f for f in compare_build(fw, release, variant, build) if f.what in FIELDS or f.what.startswith("pin ")]
+        findings = [f for f in compare_build(fw, release, variant, build)
+                    if f.what in FIELDS or f.what.startswith("pin ")]
         disagreements += [str(f) for f in findings]  # unstated and unverifiable count too: the pins must be exact
         metadata = WheelMetadata("torch", Version(release.version), None, build.requirements)
-        published = {k: v for k, v in exact_pins(metadata, python=build.python).items() if k not in ("torch", *fw.companions)}
+        published = {k: v for k, v in exact_pins(metadata, python=build.python).items()
+                     if k not in ("torch", *fw.companions)}
         if dict(variant.pins) != published:
-            disagreements.append(f"torch {release.version}: pins {dict(variant.pins)} != the wheel's == pins {published}")
-    assert not disagreements, "the shipped matrix disagrees with the recorded PyPI metadata:\n" + "\n".join(disagreements)
+            disagreements.append(
+                f"torch {release.version}: pins {dict(variant.pins)} != the wheel's == pins {published}"
+            )
+    assert not disagreements, (
+        "the shipped matrix disagrees with the recorded PyPI metadata:\n" + "\n".join(disagreements)
+    )
 
 
 def test_python_lists_agree(shipped_matrix, recorded):
@@ -76,7 +83,8 @@ def companion_build(recorded: dict[str, Any], name: str, version: str) -> IndexB
     entry = recorded[name].get(version)
     if not entry or not entry["wheel"]:
         return None
-    return IndexBuild(name, version, "", entry["wheel"], "3.11", tuple(Requirement(line) for line in entry["torch_requirements"]), ())
+    requirements = tuple(Requirement(line) for line in entry["torch_requirements"])
+    return IndexBuild(name, version, "", entry["wheel"], "3.11", requirements, ())
 
 
 def test_companions_agree(shipped_matrix, recorded):

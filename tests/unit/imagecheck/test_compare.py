@@ -54,8 +54,10 @@ def test_system_nccl_difference_is_a_warning():
 def test_gpu_part():
     no_gpu = compare(expectations(LABELS), report(gpu_requested=True))
     assert [f.severity for f in no_gpu if not f.ok] == ["warning"]
-    fw = {"version": "2.3.1", "cuda": "12.1", "cudnn": "8.9.2", "nccl": "2.20.5", "gpu": {"available": True, "matmul_ok": True, "allreduce_ok": False}}
-    assert [f.what for f in failed(compare(expectations(LABELS), report(gpu_requested=True, framework=fw)))] == ["NCCL all-reduce (1 process)"]
+    fw = {"version": "2.3.1", "cuda": "12.1", "cudnn": "8.9.2", "nccl": "2.20.5",
+          "gpu": {"available": True, "matmul_ok": True, "allreduce_ok": False}}
+    findings = compare(expectations(LABELS), report(gpu_requested=True, framework=fw))
+    assert [f.what for f in failed(findings)] == ["NCCL all-reduce (1 process)"]
 
 
 def test_parse_report_and_foreign_images():

@@ -26,10 +26,12 @@ from imagectl.tags.naming import MOVING_TAG, immutable_parts, is_immutable
 
 
 def report_for(profile, **changes):
-    fw = {"name": profile.framework.name, "version": profile.release.version, "local_version": profile.release.version + "+cu121",
+    fw = {"name": profile.framework.name, "version": profile.release.version,
+          "local_version": profile.release.version + "+cu121",
           "cuda": profile.variant.cuda, "cudnn": profile.variant.cudnn, "nccl": profile.variant.nccl}
     fw.update(changes.pop("framework", {}))
-    report = {"python": profile.python + ".4", "packages": dict(profile.packages), "system_nccl": {}, "gpu_requested": False, "framework": fw}
+    report = {"python": profile.python + ".4", "packages": dict(profile.packages), "system_nccl": {},
+              "gpu_requested": False, "framework": fw}
     report.update(changes)
     return report
 
@@ -53,7 +55,8 @@ def test_matching_profiles(matrix):
     older = report_for(profile, framework={"version": "2.3.0"})
     assert matching_profiles(older, matrix) == ["torch-2.3.0-cu121"]
     assert matching_profiles(report_for(profile, framework={"cuda": "12.4"}), matrix) == []
-    assert matching_profiles(report_for(profile, framework={"name": None, "version": None, "error": "ModuleNotFoundError"}), matrix) == []
+    no_framework = report_for(profile, framework={"name": None, "version": None, "error": "ModuleNotFoundError"})
+    assert matching_profiles(no_framework, matrix) == []
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -115,7 +118,8 @@ def test_local_import_checks_tags_and_moves_latest_when_there_is_none(local_impo
     assert engine.runs[0][:2] == ["sh", "-c"] and "def framework_facts" in engine.runs[0][-1]
     assert is_immutable(result.tag) and immutable_parts(result.tag)["key"] == "1" * 10
     assert immutable_parts(result.tag)["version"] == "2.3.1" and immutable_parts(result.tag)["cuda"] == "cu121"
-    assert engine.refs[f"ml/torch-2.3-cu121:{result.tag}"] == engine.refs[f"ml/torch-2.3-cu121:{MOVING_TAG}"] == "sha256:" + "1" * 64
+    assert (engine.refs[f"ml/torch-2.3-cu121:{result.tag}"] == engine.refs[f"ml/torch-2.3-cu121:{MOVING_TAG}"]
+            == "sha256:" + "1" * 64)
     assert result.move is not None and result.move.changed
     again = run()
     assert again.reused and again.tag == result.tag and again.move is None
@@ -149,7 +153,8 @@ def test_disagreements_warn_and_strict_fails_before_copying(local_import):
 
 def test_an_image_that_matches_no_profile_is_said_so(local_import):
     engine, _, run = local_import
-    engine.report = {"python": "3.11.2", "packages": {}, "system_nccl": {}, "framework": {"error": "ModuleNotFoundError: No module named 'torch'"}}
+    engine.report = {"python": "3.11.2", "packages": {}, "system_nccl": {},
+                     "framework": {"error": "ModuleNotFoundError: No module named 'torch'"}}
     result = run()
     assert result.matches == [] and any("matches no profile" in n for n in result.notes)
     with pytest.raises(OperationError, match="disagrees"):

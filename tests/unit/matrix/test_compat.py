@@ -25,7 +25,10 @@ def test_blackwell_needs_cuda_12_8(matrix):
     assert "newer CUDA build" in v["torch-2.3-cu121"].reasons[0]
 
 
-@pytest.mark.parametrize("gpu, arch", [("H100", "sm_90"), ("h100", "sm_90"), ("NVIDIA H100", "sm_90"), ("sm_86", "sm_86"), ("8.9", "sm_89"), ("rtx 5090", "sm_120")])
+@pytest.mark.parametrize("gpu, arch", [
+    ("H100", "sm_90"), ("h100", "sm_90"), ("NVIDIA H100", "sm_90"), ("sm_86", "sm_86"), ("8.9", "sm_89"),
+    ("rtx 5090", "sm_120"),
+])
 def test_gpu_names(matrix, gpu, arch):
     assert gpu_arch(gpu, matrix)[1] == arch
 

@@ -46,14 +46,17 @@ python = ["3.11"]
 @pytest.mark.parametrize(
     "old, new, message",
     [
-        ('cudnn = "8.9.2.26"', 'cudnn = "eight"', r"torch.toml:\d+: release 2.3.1 cuda 12.1 cudnn: 'eight' is not a PEP 440"),
+        ('cudnn = "8.9.2.26"', 'cudnn = "eight"',
+         r"torch.toml:\d+: release 2.3.1 cuda 12.1 cudnn: 'eight' is not a PEP 440"),
         ('version = "2.3.1"', 'version = "2.3.1; rm -rf /"', "release version"),
         ('python = ["3.8", "3.9", "3.10", "3.11", "3.12"]', 'python = ["3.8", "three"]', "is not a Python version"),
         ('check = "torch"', 'check = "../../etc/passwd"', "framework check"),
-        ('index_url = "https://download.pytorch.org/whl/{cuda_tag}"', 'index_url = "https://x/$(id)"', "framework index_url"),
+        ('index_url = "https://download.pytorch.org/whl/{cuda_tag}"', 'index_url = "https://x/$(id)"',
+         "framework index_url"),
         ('cuda_tag = "cu{major}{minor}"', 'cuda_tag = "cu{patch}"', "cuda_tag"),
         ('"nvidia-nccl-cu12" = "2.20.5", "triton"', '"nvidia nccl" = "2.20.5", "triton"', "pins"),
-        ('[[release.variant]]\n  cuda = "11.8"', '[[release.variant]]\n  cuda = "11.8"\n  pypi = true', "more than one variant has pypi"),
+        ('[[release.variant]]\n  cuda = "11.8"', '[[release.variant]]\n  cuda = "11.8"\n  pypi = true',
+         "more than one variant has pypi"),
         ("[framework]", "[frame]", "unknown top-level key 'frame'"),
     ],
 )
@@ -93,7 +96,8 @@ def test_undeclared_cuda_or_os_is_an_error(test_matrix_dir, tmp_path):
     dest = copy_matrix(test_matrix_dir, tmp_path)
     path = dest / "torch.toml"
     path.write_text(path.read_text().replace('cuda = "11.8"', 'cuda = "11.7"'))
-    with pytest.raises(MatrixError, match=r"torch.toml:\d+: torch 2.3.1 names CUDA 11.7, which no \[cuda\] table declares"):
+    undeclared = r"torch.toml:\d+: torch 2.3.1 names CUDA 11.7, which no \[cuda\] table declares"
+    with pytest.raises(MatrixError, match=undeclared):
         load_matrix([dest])
     path = dest / "cuda.toml"
     path.write_text(path.read_text().replace('os = ["ubuntu22.04", "ubuntu24.04"]', 'os = ["rhel9"]'))

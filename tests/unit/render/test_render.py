@@ -81,7 +81,8 @@ def test_extra_requirement_injection_is_rejected(matrix, extra):
 def test_user_templates_override_partials(matrix, tmp_path):
     (tmp_path / "partials").mkdir()
     (tmp_path / "partials" / "ca.j2").write_text("\n# team partial for {{ profile.name }}\n")
-    text = context_files(resolve_profile("torch-2.3-cu121", matrix), Config(template_dirs=(tmp_path,)))["Dockerfile"].decode()
+    files = context_files(resolve_profile("torch-2.3-cu121", matrix), Config(template_dirs=(tmp_path,)))
+    text = files["Dockerfile"].decode()
     assert "# team partial for torch-2.3-cu121" in text
 
 

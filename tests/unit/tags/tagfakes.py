@@ -104,7 +104,8 @@ def tag_on(day: int, n: int | None = None) -> str:
 
 
 def move(tag: str, to: str, previous: str | None, action: str = "build", to_tag: str | None = None) -> Move:
-    return Move(tag=tag, to=to, previous=previous, action=action, when="2024-01-31T00:00:00+00:00", by="test@host", to_tag=to_tag)
+    return Move(tag=tag, to=to, previous=previous, action=action, when="2024-01-31T00:00:00+00:00", by="test@host",
+                to_tag=to_tag)
 
 
 NOW = datetime(2024, 2, 1, tzinfo=timezone.utc)

@@ -98,7 +98,9 @@ def test_rollback_moves_latest_with_one_point_and_logs_it():
     assert store.tag_map["latest"] == digest_of(2)
     assert [c for c in store.calls if c[0] == "point"] == [("point", "latest", digest_of(2))]
     logged = store.log[-1]
-    assert (logged.tag, logged.action, logged.previous, logged.to, logged.to_tag) == ("latest", "rollback", digest_of(3), digest_of(2), tag_on(2))
+    assert (logged.tag, logged.action, logged.previous, logged.to, logged.to_tag) == (
+        "latest", "rollback", digest_of(3), digest_of(2), tag_on(2)
+    )
 
 
 def test_rollback_to_where_it_points_is_a_noop():
@@ -160,7 +162,9 @@ def test_the_usual_rollback_reads_no_tag_listing():
     store.calls.clear()
     rollback(store)
     assert ("tags",) not in store.calls
-    assert [c for c in store.calls if c[0] == "digest"] == [("digest", "latest"), ("digest", tag_on(2)), ("digest", "latest")]
+    assert [c for c in store.calls if c[0] == "digest"] == [
+        ("digest", "latest"), ("digest", tag_on(2)), ("digest", "latest")
+    ]
     store.calls.clear()
     rollback(store, to=tag_on(1))
     assert ("tags",) not in store.calls

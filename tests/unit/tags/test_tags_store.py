@@ -29,7 +29,8 @@ class FakeClient:
         self.calls: list[tuple[str, str]] = []
 
     def put_image(self, tag: str, n: int) -> str:
-        manifest = Manifest.from_bytes(b'{"schemaVersion":2,"n":%d,"config":{"digest":"sha256:%s","size":1},"layers":[]}' % (n, b"0" * 64), OCI_MANIFEST)
+        raw = b'{"schemaVersion":2,"n":%d,"config":{"digest":"sha256:%s","size":1},"layers":[]}' % (n, b"0" * 64)
+        manifest = Manifest.from_bytes(raw, OCI_MANIFEST)
         self.manifests[manifest.digest] = manifest
         self.tags[tag] = manifest.digest
         return manifest.digest
@@ -118,7 +119,8 @@ def test_record_checks_the_empty_config_blob_only_for_the_first_entry(registry_s
 
 
 def test_the_log_ignores_fields_a_newer_imagectl_adds():
-    text = '[{"tag": "latest", "to": "sha256:1", "previous": null, "action": "build", "when": "t", "by": "a@b", "reason": "new"}]'
+    text = ('[{"tag": "latest", "to": "sha256:1", "previous": null, "action": "build", "when": "t", "by": "a@b",'
+            ' "reason": "new"}]')
     assert _parse_moves(text, "log")[0].action == "build"
 
 

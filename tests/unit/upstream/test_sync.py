@@ -25,7 +25,8 @@ V = Version
 
 def test_missing_releases_newer_patches_and_newer_lines():
     known = ["2.3.0", "2.3.1", "2.5.0"]
-    published = [V(v) for v in ("2.2.2", "2.3.1", "2.3.2", "2.4.0", "2.5.0", "2.5.1", "2.6.0", "2.6.1", "2.7.0rc1", "2.8.0.dev1")]
+    published = [V(v) for v in ("2.2.2", "2.3.1", "2.3.2", "2.4.0", "2.5.0", "2.5.1", "2.6.0", "2.6.1", "2.7.0rc1",
+                                "2.8.0.dev1")]
     assert missing_releases(known, published) == [(V("2.6.1"), None), (V("2.5.1"), "2.5.0"), (V("2.3.2"), "2.3.1")]
 
 
@@ -47,7 +48,8 @@ def test_a_proposal_from_recorded_metadata(matrix, recorded):
     fw = matrix.frameworks["torch"]
     proposal = propose(matrix, fw, recorded_build(recorded, "2.9.1"), [("torchvision", "0.24.1")],
                        ["torchaudio: none found"], fw.releases[0], None)
-    assert proposal.cuda == "12.8" and proposal.cuda_declared and proposal.cuda_from == "nvidia-cuda-runtime-cu12==12.8.90"
+    assert proposal.cuda == "12.8" and proposal.cuda_declared
+    assert proposal.cuda_from == "nvidia-cuda-runtime-cu12==12.8.90"
     assert proposal.cudnn == "9.10.2.21" and proposal.nccl == "2.27.5"
     assert dict(proposal.pins)["triton"] == "3.5.1" and "torch" not in dict(proposal.pins)
     assert proposal.python == ("3.10", "3.11", "3.12", "3.13", "3.14")  # cp313t, cp314t left out

@@ -88,7 +88,8 @@ def test_unstated_pins_are_notes_and_missing_fields_differ(matrix):
 
 def test_a_range_is_met_or_not(matrix):
     fw, release = release_of(matrix)
-    lines = [line for line in PINS_2_3_1 if not line.startswith("triton")] + ['triton~=2.3.0; platform_system == "Linux"']
+    lines = [line for line in PINS_2_3_1 if not line.startswith("triton")]
+    lines += ['triton~=2.3.0; platform_system == "Linux"']
     assert compare_build(fw, release, pypi_variant(release), build(lines)) == []
     variant = replace(pypi_variant(release), pins=(("triton", "2.4.0"),))
     assert ("pin triton", "2.4.0", "triton~=2.3.0", DIFFERS) in rows(compare_build(fw, release, variant, build(lines)))
@@ -111,7 +112,8 @@ def test_pins_for_other_platforms_do_not_count(matrix):
 def test_python_list_against_the_abis(matrix):
     fw, release = release_of(matrix)
     assert compare_build(fw, release, pypi_variant(release), build(PINS_2_3_1, abis=ABIS + ("cp313t",))) == []
-    found = rows(compare_build(fw, release, pypi_variant(release), build(PINS_2_3_1, abis=("cp39", "cp310", "cp311", "cp312", "cp313"))))
+    newer_abis = ("cp39", "cp310", "cp311", "cp312", "cp313")
+    found = rows(compare_build(fw, release, pypi_variant(release), build(PINS_2_3_1, abis=newer_abis)))
     assert found == {("python", "3.8 3.9 3.10 3.11 3.12", "3.9 3.10 3.11 3.12 3.13", DIFFERS)}
     pure = rows(compare_build(fw, release, pypi_variant(release), build(PINS_2_3_1, abis=())))
     assert {f[3] for f in pure} == {UNVERIFIABLE}
@@ -128,7 +130,8 @@ def test_cuda_toolkit_pin_states_the_cuda_minor(matrix):
     variant = replace(pypi_variant(release), cuda="13.0", cudnn=None, nccl=None, pins=(("cuda-toolkit", "13.0.2"),))
     lines = ['cuda-toolkit[cublas,cudart]==13.0.2; platform_system == "Linux"']
     assert compare_build(fw, release, variant, build(lines)) == []
-    assert rows(compare_build(fw, release, replace(variant, cuda="12.8"), build(lines))) == {("cuda", "12.8", "13.0 (cuda-toolkit==13.0.2)", DIFFERS)}
+    found = rows(compare_build(fw, release, replace(variant, cuda="12.8"), build(lines)))
+    assert found == {("cuda", "12.8", "13.0 (cuda-toolkit==13.0.2)", DIFFERS)}
 
 
 def test_an_extra_named_like_the_cuda_tag_applies(matrix):
@@ -161,8 +164,10 @@ def test_companion_by_its_torch_requirement(matrix, lines, kind):
 
 def test_companion_with_a_local_version_pin(matrix):
     fw, release = release_of(matrix)
-    assert compare_companion(fw, release, "cu118", "torchvision", "0.18.1", (), companion(["torch==2.3.1+cu118"], "cu118")) == []
-    assert compare_companion(fw, release, "cu118", "torchvision", "0.18.1", (), companion(["torch>=2.3"], "cu118"))[0].kind == UNVERIFIABLE
+    pinned = companion(["torch==2.3.1+cu118"], "cu118")
+    assert compare_companion(fw, release, "cu118", "torchvision", "0.18.1", (), pinned) == []
+    ranged = companion(["torch>=2.3"], "cu118")
+    assert compare_companion(fw, release, "cu118", "torchvision", "0.18.1", (), ranged)[0].kind == UNVERIFIABLE
 
 
 def test_missing_companion_and_the_frameworks_own_requirement(matrix):
@@ -182,13 +187,15 @@ def files(*names: str) -> list[DistFile]:
 def test_locate_build_on_pypi_a_mirror_and_a_cuda_index(matrix):
     fw, release = release_of(matrix)
     cu121, cu118 = pypi_variant(release), next(v for v in release.variants if v.cuda == "11.8")
-    plain = builds_of(files("torch-2.3.1-cp311-cp311-manylinux1_x86_64.whl", "torch-2.2.0-cp311-cp311-manylinux1_x86_64.whl"))
+    plain = builds_of(files("torch-2.3.1-cp311-cp311-manylinux1_x86_64.whl",
+                            "torch-2.2.0-cp311-cp311-manylinux1_x86_64.whl"))
     assert locate_build(fw, release, cu121, plain, "https://pypi.org/simple/")
     assert locate_build(fw, release, cu118, plain, "https://pypi.org/simple") is None
     assert locate_build(fw, release, cu121, plain, "https://mirror.example/pypi/simple")  # a mirror: the same answer
     older = builds_of(files("torch-2.2.0-cp311-cp311-manylinux1_x86_64.whl"))
     assert locate_build(fw, release, cu121, older, "https://mirror.example/pypi/simple") == []  # expected, absent
-    labelled = builds_of(files("torch-2.3.1+cu118-cp311-cp311-linux_x86_64.whl", "torch-2.2.0+cu118-cp311-cp311-linux_x86_64.whl"))
+    labelled = builds_of(files("torch-2.3.1+cu118-cp311-cp311-linux_x86_64.whl",
+                               "torch-2.2.0+cu118-cp311-cp311-linux_x86_64.whl"))
     assert locate_build(fw, release, cu118, labelled, "https://mirror.example/whl/cu118")
     assert locate_build(fw, release, cu121, labelled, "https://mirror.example/whl/cu118") is None
     only_older = builds_of(files("torch-2.2.0+cu118-cp311-cp311-linux_x86_64.whl"))
@@ -241,13 +248,16 @@ def test_an_unwritable_junit_file_is_one_line_exit_1(verify, make_index, recorde
 def test_a_wrong_pin_is_a_table_row_and_exit_1(verify, make_index, recorded, copy_matrix, tmp_path):
     matrix_dir = copy_matrix(tmp_path / "m")
     path = matrix_dir / "torch.toml"
-    path.write_text(path.read_text().replace('"nvidia-nccl-cu12" = "2.20.5", "triton" = "2.3.1"', '"nvidia-nccl-cu12" = "2.21.5", "triton" = "2.3.1"'))
+    path.write_text(path.read_text().replace('"nvidia-nccl-cu12" = "2.20.5", "triton" = "2.3.1"',
+                                             '"nvidia-nccl-cu12" = "2.21.5", "triton" = "2.3.1"'))
     root = make_index().add_recorded(recorded, torch=["2.3.0", "2.3.1"]).write()
     junit = tmp_path / "verify.xml"
     r = verify(root, "--junit", str(junit), matrix_dir=matrix_dir)
     assert r.code == 1
     assert r.out.splitlines()[0].split() == ["FRAMEWORK", "RELEASE", "VARIANT", "WHAT", "MATRIX", "INDEX"]
-    assert table(r.out) == [["torch", "2.3.1", "cu121", "pin", "nvidia-nccl-cu12", "2.21.5", "nvidia-nccl-cu12==2.20.5"]]
+    assert table(r.out) == [
+        ["torch", "2.3.1", "cu121", "pin", "nvidia-nccl-cu12", "2.21.5", "nvidia-nccl-cu12==2.20.5"]
+    ]
     assert "1 differences" in r.err
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite.get("failures") == "1"
@@ -266,26 +276,34 @@ def test_a_release_missing_from_the_index(verify, make_index, recorded):
     root = make_index().add_recorded(recorded, torch=["2.3.1"]).write()
     r = verify(root)
     assert r.code == 1
-    assert table(r.out) == [["torch", "2.3.0", "cu121", "build", "torch", "2.3.0", "(cu121)", "not", "on", "the", "index"]]
+    assert table(r.out) == [
+        ["torch", "2.3.0", "cu121", "build", "torch", "2.3.0", "(cu121)", "not", "on", "the", "index"]
+    ]
 
 
 def test_a_yanked_release(verify, make_index, recorded):
     index = make_index().add_recorded(recorded, torch=["2.3.1"])
     for entry in recorded["torch"]["2.3.0"]["cpython"]:
         name = recorded["torch"]["2.3.0"]["wheel"]["filename"].replace("cp311-cp311", f"{entry}-{entry}")
-        index.add("torch", name, recorded["torch"]["2.3.0"]["wheel"]["requires_dist"], version="2.3.0", yanked="bad build")
+        requires_dist = recorded["torch"]["2.3.0"]["wheel"]["requires_dist"]
+        index.add("torch", name, requires_dist, version="2.3.0", yanked="bad build")
     r = verify(index.write())
-    assert r.code == 1 and table(r.out) == [["torch", "2.3.0", "cu121", "yanked", "listed", "every", "file", "yanked:", "bad", "build"]]
+    assert r.code == 1 and table(r.out) == [
+        ["torch", "2.3.0", "cu121", "yanked", "listed", "every", "file", "yanked:", "bad", "build"]
+    ]
 
 
 def test_a_pytorch_style_index_with_local_versions(verify, make_index):
     index = make_index()
     index.prefix = "whl/cu118"
     for abi in ABIS:
-        index.add("torch", f"torch-2.3.1+cu118-{abi}-{abi}-linux_x86_64.whl", CU118_PINS + ["sympy"], version="2.3.1+cu118")
+        index.add("torch", f"torch-2.3.1+cu118-{abi}-{abi}-linux_x86_64.whl", CU118_PINS + ["sympy"],
+                  version="2.3.1+cu118")
     index.add("torch", "torch-2.2.0+cu118-cp311-cp311-linux_x86_64.whl", CU118_PINS, version="2.2.0+cu118")
-    index.add("torchvision", "torchvision-0.18.1+cu118-cp311-cp311-linux_x86_64.whl", ["torch==2.3.1+cu118"], version="0.18.1+cu118")
-    index.add("torchaudio", "torchaudio-2.3.1+cu118-cp311-cp311-linux_x86_64.whl", ["torch==2.3.1"], version="2.3.1+cu118")
+    index.add("torchvision", "torchvision-0.18.1+cu118-cp311-cp311-linux_x86_64.whl", ["torch==2.3.1+cu118"],
+              version="0.18.1+cu118")
+    index.add("torchaudio", "torchaudio-2.3.1+cu118-cp311-cp311-linux_x86_64.whl", ["torch==2.3.1"],
+              version="2.3.1+cu118")
     r = verify(index.write(), "--json", prefix="whl/cu118")
     assert r.code == 0, r.out + r.err
     report = json.loads(r.out)
@@ -311,12 +329,14 @@ def test_malformed_metadata_is_a_difference(verify, make_index, recorded):
     r = verify(index.write())
     assert r.code == 1
     row = table(r.out)[0]
-    assert row[:4] == ["torch", "2.3.0", "cu121", "metadata"] and "unreadable:" in r.out and "malformed metadata" in r.out
+    assert row[:4] == ["torch", "2.3.0", "cu121", "metadata"]
+    assert "unreadable:" in r.out and "malformed metadata" in r.out
 
 
 def test_redirects_and_pagination(verify, make_index, recorded):
     index = make_index().add_recorded(recorded, torch=["2.2.0", "2.3.0", "2.3.1"])
-    root = index.write(redirects={f"/old/{p}/": f"/simple/{p}/" for p in ("torch", "torchvision", "torchaudio")}, paginate=("torch",))
+    redirects = {f"/old/{p}/": f"/simple/{p}/" for p in ("torch", "torchvision", "torchaudio")}
+    root = index.write(redirects=redirects, paginate=("torch",))
     r = verify(root, "--json", prefix="old")
     assert r.code == 0, r.out + r.err
     assert len(json.loads(r.out)["checked"]) == 2
