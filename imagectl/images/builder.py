@@ -87,7 +87,8 @@ def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOp
 
         return context_files(profile, config, base_digest=base_digest, extras=options.extras, base_image=user_base)
 
-    files = cached("context", template_files(config), render,
+    inputs = [*template_files(config), *([config.ca_bundle] if config.ca_bundle else [])]  # the CA's content too
+    files = cached("context", inputs, render,
                    extra=repr((profile, config, base_digest, options.extras, user_base)))
     added = context_files_on_disk(config.context_dirs)
     key = build_key(files, base_digest, config.build_args, file_digests(added))

@@ -1,0 +1,384 @@
+"""The build orchestration (``build_one``, reuse, build, ``build_many``) over a fake engine and in-memory tag stores.
+
+Hermetic: the base image's digest comes from a stand-in for ``resolve_base_digest`` (one test runs the real one
+against a mirror on a closed loopback port), a registry's tags are FakeStores (``open_tag_store`` patched), and
+any attempt to open a registry connection fails the test.  Immutable tags are stamped by a fake clock, a minute
+apart, so their names are known.
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import imagectl.registry.access
+from enginefake import FakeEngine, FakeRegistry, check_report
+from imagectl.config import Config
+from imagectl.errors import BuildError, OperationError
+from imagectl.images import builder
+from imagectl.images.base_digest import resolve_base_digest
+from imagectl.images.build_key import build_key
+from imagectl.images.builder import BuildOptions, build_many, build_one
+from imagectl.imagecheck.run import CHECK_COMMAND
+from imagectl.labels import BUILD_KEY, NCCL, OCI_BASE_DIGEST, OCI_BASE_NAME, PROFILE, labels_for
+from imagectl.matrix.names import resolve_profile
+from imagectl.registry import RetryPolicy
+from imagectl.registry.client import connect
+from imagectl.tags.moves import rollback
+from imagectl.tags.naming import MOVING_TAG, immutable_parts, is_immutable, short_digest
+
+REGISTRY = "registry.example.com"
+NAME = "torch-2.3-cu121"
+REPO = f"{REGISTRY}/ml/{NAME}"
+BASE = "docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04"
+BASE_DIGEST = "sha256:" + "b" * 64
+START = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+@dataclass
+class Clock:
+    now: datetime = START
+    step: timedelta = timedelta(minutes=1)
+
+
+@dataclass
+class BaseDigests:
+    """A stand-in for ``resolve_base_digest``: the digest of each base by its reference (else BASE_DIGEST)."""
+
+    digests: dict[str, str] = field(default_factory=dict)
+    asked: list[str] = field(default_factory=list)
+
+    def __call__(self, base, config, engine) -> str:
+        self.asked.append(str(base))
+        return self.digests.get(str(base), BASE_DIGEST)
+
+
+@dataclass
+class Logs:
+    lines: dict[str, list[str]] = field(default_factory=dict)
+
+    def sink(self, name: str):
+        return self.lines.setdefault(name, []).append
+
+
+@pytest.fixture(autouse=True)
+def hermetic(monkeypatch, tmp_path):
+    """Caches, state and Docker config under tmp_path; opening any registry connection fails the test."""
+    for name in ("XDG_CACHE_HOME", "XDG_STATE_HOME", "DOCKER_CONFIG"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    monkeypatch.delenv("IMAGECTL_NO_CACHE", raising=False)
+
+    def no_registry(host, **_):
+        raise AssertionError(f"a unit test tried to reach registry {host}")
+
+    monkeypatch.setattr(imagectl.registry.access, "connect", no_registry)
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch) -> Clock:
+    """Immutable tags stamped 2024-05-01T12:00:00 UTC, then one ``step`` later each."""
+    clock = Clock()
+    real = builder.immutable_tag
+
+    def stamped(profile, key, when=None):
+        tag = real(profile, key, when or clock.now)
+        clock.now += clock.step
+        return tag
+
+    monkeypatch.setattr(builder, "immutable_tag", stamped)
+    return clock
+
+
+@pytest.fixture(autouse=True)
+def bases(monkeypatch) -> BaseDigests:
+    found = BaseDigests()
+    monkeypatch.setattr(builder, "resolve_base_digest", found)
+    return found
+
+
+@pytest.fixture
+def registry(monkeypatch) -> FakeRegistry:
+    fake = FakeRegistry()
+    monkeypatch.setattr(builder, "open_tag_store", fake.open_tag_store)
+    return fake
+
+
+@pytest.fixture
+def engine(registry) -> FakeEngine:
+    return FakeEngine(registry)
+
+
+@pytest.fixture
+def profile(matrix):
+    return resolve_profile(NAME, matrix)
+
+
+def with_registry(**changes) -> Config:
+    return Config(registry_url=REGISTRY, namespace="ml", **changes)
+
+
+def build(profile, config, engine, logs: Logs | None = None, **options):
+    return build_one(profile, config, engine, BuildOptions(**options), (logs or Logs()).sink(profile.name))
+
+
+def test_fresh_build_tags_pushes_and_moves_latest(profile, engine, registry, bases):
+    store = registry.store(REPO)
+    seen = []
+    store.hooks["point"] = lambda tag, target: seen.append((tag, target, list(engine.pushes), engine.list_tags(REPO)))
+    logs = Logs()
+    result = build(profile, with_registry(), engine, logs)
+
+    [made] = engine.builds
+    key = made.labels[BUILD_KEY]
+    assert key == build_key(made.files, BASE_DIGEST, {})  # the key of the context the engine got
+    tag = f"2.3.1-cu121-py3.10-20240501T120000-{key[:10]}"
+    [(pushed_repo, pushed_tag, digest)] = engine.pushes
+    assert (result.profile, result.status, result.tag, result.digest) == (NAME, "built", tag, digest)
+    assert is_immutable(result.tag) and immutable_parts(result.tag)["key"] == key[:10]
+    assert (pushed_repo, pushed_tag) == (REPO, tag)
+    assert bases.asked == [BASE] and registry.opened == [REPO]
+    assert f"FROM {BASE}@{BASE_DIGEST}" in made.dockerfile
+    assert engine.runs[0].image == made.image and engine.runs[0].command == CHECK_COMMAND
+    assert store.tag_map == {tag: digest, MOVING_TAG: digest}
+    assert seen == [(MOVING_TAG, digest, [(REPO, tag, digest)], [tag])]  # latest moved after the push, local after
+    [logged] = store.log
+    assert (logged.tag, logged.to, logged.previous, logged.action) == (MOVING_TAG, digest, None, "build")
+    assert logged.to_tag == tag
+    assert engine.tags_of(REPO) == {tag: made.image, MOVING_TAG: made.image}
+    assert result.size == engine.images[made.image].size > 0 and result.notes == []
+    assert "check: ok    torch version: expected 2.3.1, found 2.3.1" in logs.lines[NAME]
+    assert "check: ok    nccl loaded by torch: expected 2.20.5, found 2.20.5" in logs.lines[NAME]
+
+
+def test_fresh_build_into_the_local_engine_tags_locally_and_pushes_nothing(profile, tmp_path):
+    engine = FakeEngine()  # no registry: the real open_tag_store gives the engine's own store
+    result = build(profile, Config(namespace="ml"), engine)
+
+    [made] = engine.builds
+    assert result.status == "built" and result.digest == made.image and engine.pushes == []
+    assert engine.tags_of(f"ml/{NAME}") == {result.tag: made.image, MOVING_TAG: made.image}
+    assert immutable_parts(result.tag)["key"] == made.labels[BUILD_KEY][:10]
+    again = build(profile, Config(namespace="ml"), engine)
+    assert (again.status, again.tag, again.digest, len(engine.builds)) == ("reused", result.tag, made.image, 1)
+    logs = list((tmp_path / "xdg_state_home" / "imagectl" / "history").glob("*.json"))
+    assert [p.name for p in logs] == [f"ml_{NAME}.json"] and '"action": "build"' in logs[0].read_text()
+
+
+def test_unchanged_inputs_are_reused_without_building(profile, engine, registry):
+    first = build(profile, with_registry(), engine)
+    store = registry.store(REPO)
+    store.calls.clear()
+    logs = Logs()
+    again = build(profile, with_registry(), engine, logs)
+
+    key = engine.builds[0].labels[BUILD_KEY]
+    assert (again.status, again.tag, again.digest, again.notes) == ("reused", first.tag, first.digest, [])
+    assert len(engine.builds) == 1 and len(engine.runs) == 1 and len(engine.pushes) == 1
+    assert store.calls[0] == ("tag_with_key", key)
+    assert ("point", MOVING_TAG, first.digest) not in store.calls and len(store.log) == 1
+    assert logs.lines[NAME][-1] == f"reusing {REPO}:{first.tag}: an image with build key {key[:10]} exists"
+
+
+def test_reuse_keeps_a_rolled_back_latest(profile, engine, registry):
+    older = build(profile, with_registry(build_args={"PIP_PROXY": "http://a:3128"}), engine)
+    newer = build(profile, with_registry(build_args={"PIP_PROXY": "http://b:3128"}), engine)
+    store = registry.store(REPO)
+    assert store.tag_map[MOVING_TAG] == newer.digest
+    assert rollback(store).target == older.digest
+    moves = len(store.log)
+
+    again = build(profile, with_registry(build_args={"PIP_PROXY": "http://b:3128"}), engine)
+    assert (again.status, again.tag, again.digest) == ("reused", newer.tag, newer.digest)
+    assert store.tag_map[MOVING_TAG] == older.digest and len(store.log) == moves and len(engine.builds) == 2
+    assert again.notes == [f"{MOVING_TAG} stays on {short_digest(older.digest)} (a rollback or newer build); "
+                           "--force rebuilds and moves it"]
+
+
+def test_reuse_sets_latest_when_the_repository_has_none(profile, engine, registry):
+    first = build(profile, with_registry(), engine)
+    store = registry.store(REPO)
+    del store.tag_map[MOVING_TAG]
+
+    again = build(profile, with_registry(), engine)
+    assert (again.status, again.notes, len(engine.builds)) == ("reused", [], 1)
+    assert store.tag_map[MOVING_TAG] == first.digest
+    last = store.log[-1]
+    assert (last.tag, last.to, last.previous, last.action) == (MOVING_TAG, first.digest, None, "build")
+    assert last.to_tag == first.tag
+
+
+def test_force_builds_again_and_moves_latest(profile, engine, registry):
+    first = build(profile, with_registry(), engine)
+    again = build(profile, with_registry(), engine, force=True, no_cache=True)
+
+    assert again.status == "built" and len(engine.builds) == 2 and engine.builds[1].no_cache
+    assert again.tag != first.tag and again.digest != first.digest
+    assert immutable_parts(again.tag)["key"] == immutable_parts(first.tag)["key"]  # same inputs, same key
+    store = registry.store(REPO)
+    assert store.tag_map == {first.tag: first.digest, again.tag: again.digest, MOVING_TAG: again.digest}
+    assert [(m.to, m.previous, m.action) for m in store.log] == [(first.digest, None, "build"),
+                                                                 (again.digest, first.digest, "build")]
+
+
+@pytest.mark.parametrize("lie, crash, message", [
+    ({NCCL: "2.19.3"}, 0, "in-image check failed: nccl loaded by torch: expected 2.20.5, found 2.19.3"),
+    ({}, 3, "the in-image check exited with status 3"),
+])
+def test_failed_check_leaves_latest_and_creates_no_tag(profile, engine, registry, lie, crash, message):
+    first = build(profile, with_registry(), engine)
+    store = registry.store(REPO)
+    before, moves, local = dict(store.tag_map), list(store.log), engine.tags_of(REPO)
+    engine.lies.update(lie)
+    engine.check_status = crash
+
+    with pytest.raises(BuildError, match=message) as failed:
+        build(profile, with_registry(build_args={"PIP_PROXY": "http://p:3128"}), engine)
+    assert failed.value.step == "check"
+    assert ("FAIL  nccl loaded by torch: expected 2.20.5, found 2.19.3" in failed.value.log_tail) == bool(lie)
+    assert len(engine.builds) == 2 and len(engine.pushes) == 1
+    assert store.tag_map == before and store.tag_map[MOVING_TAG] == first.digest and store.log == moves
+    assert engine.tags_of(REPO) == local
+
+
+def test_failed_engine_build_leaves_nothing_tagged(profile, engine, registry):
+    error = "No matching distribution found for torch==2.3.1"
+    engine.fail_builds(error)
+    with pytest.raises(BuildError, match=f"build failed: {error}") as failed:
+        build(profile, with_registry(), engine)
+
+    assert failed.value.step == "build" and failed.value.log_tail.endswith(f"ERROR: {error}")
+    assert [b.image for b in engine.builds] == [""] and engine.runs == [] and engine.pushes == []
+    assert engine.tags_of(REPO) == {} and registry.store(REPO).tag_map == {} and registry.store(REPO).log == []
+
+
+def test_failed_push_leaves_the_registry_and_latest(profile, engine, registry):
+    first = build(profile, with_registry(), engine)
+    store = registry.store(REPO)
+    before = dict(store.tag_map)
+    engine.push_failure = "denied: requested access to the resource is denied"
+
+    with pytest.raises(BuildError, match="push of .* failed: denied") as failed:
+        build(profile, with_registry(build_args={"PIP_PROXY": "http://p:3128"}), engine)
+    assert failed.value.step == "push" and store.tag_map == before and store.tag_map[MOVING_TAG] == first.digest
+    assert engine.tags_of(REPO)[MOVING_TAG] == engine.builds[0].image  # the local latest did not move either
+
+
+def test_a_refused_local_latest_is_a_note_after_the_registry_moved(profile, engine, registry):
+    engine.tag_failures.add(MOVING_TAG)
+    result = build(profile, with_registry(), engine)
+
+    assert result.status == "built" and registry.store(REPO).tag_map[MOVING_TAG] == result.digest
+    assert result.notes == [f"local tag {MOVING_TAG} not updated: engine: tag {REPO}:{MOVING_TAG}: refused"]
+    assert MOVING_TAG not in engine.tags_of(REPO)
+
+
+def test_build_many_reports_one_failure_and_builds_the_others(matrix, engine, registry):
+    names = ["torch-2.3-cu121", "torch-2.3-cu118", "torch-2.7-cu128"]
+    profiles = [resolve_profile(name, matrix) for name in names]
+    engine.fail_builds("pip: resolution impossible", profile="torch-2.3-cu118")
+    logs = Logs()
+
+    results = build_many(profiles, with_registry(), engine, BuildOptions(), 2, logs.sink)
+    assert [(r.profile, r.status) for r in results] == [(names[0], "built"), (names[1], "failed"), (names[2], "built")]
+    assert results[1].error == "build: build failed: pip: resolution impossible" and results[1].tag == ""
+    assert logs.lines[names[1]][-1] == "| ERROR: pip: resolution impossible"
+    for result in (results[0], results[2]):
+        store = registry.store(f"{REGISTRY}/ml/{result.profile}")
+        assert store.tag_map == {result.tag: result.digest, MOVING_TAG: result.digest}
+    assert registry.store(f"{REGISTRY}/ml/torch-2.3-cu118").tag_map == {}
+    assert sorted(b.labels[BUILD_KEY][:10] for b in engine.builds if b.image) == sorted(
+        immutable_parts(r.tag)["key"] for r in (results[0], results[2]))
+
+
+def test_build_many_turns_other_errors_into_failed_results(matrix, engine, registry, bases, monkeypatch):
+    def refuse(base, config, engine):
+        raise OperationError("the mirror is down")
+
+    monkeypatch.setattr(builder, "resolve_base_digest", refuse)
+    results = build_many([resolve_profile(NAME, matrix)], with_registry(), engine, BuildOptions(), 1, Logs().sink)
+    assert [(r.status, r.error) for r in results] == [("failed", "the mirror is down")] and engine.builds == []
+
+
+def test_a_changed_build_arg_changes_the_build_key(profile, engine, registry):
+    a = build(profile, with_registry(build_args={"PIP_PROXY": "http://a:3128"}), engine)
+    b = build(profile, with_registry(build_args={"PIP_PROXY": "http://b:3128"}), engine)
+
+    first, second = engine.builds
+    assert (a.status, b.status) == ("built", "built") and first.files == second.files  # same context, other arg
+    assert second.build_args == {"PIP_PROXY": "http://b:3128"}
+    assert first.labels[BUILD_KEY] != second.labels[BUILD_KEY]
+    assert first.labels[BUILD_KEY] == build_key(first.files, BASE_DIGEST, {"PIP_PROXY": "http://a:3128"})
+    back = build(profile, with_registry(build_args={"PIP_PROXY": "http://a:3128"}), engine)
+    assert (back.status, back.tag, len(engine.builds)) == ("reused", a.tag, 2)
+
+
+def test_a_new_base_digest_builds_again(profile, engine, registry, bases):
+    first = build(profile, with_registry(), engine)
+    bases.digests[BASE] = "sha256:" + "c" * 64  # the upstream tag was pushed again
+    again = build(profile, with_registry(), engine)
+
+    assert again.status == "built" and immutable_parts(again.tag)["key"] != immutable_parts(first.tag)["key"]
+    assert f"FROM {BASE}@sha256:{'c' * 64}" in engine.builds[1].dockerfile
+    assert engine.images[engine.builds[1].image].labels[OCI_BASE_DIGEST] == "sha256:" + "c" * 64
+
+
+def test_added_context_files_reach_the_build_and_the_key(profile, engine, registry, tmp_path):
+    files = tmp_path / "ctx"
+    (files / "wheels").mkdir(parents=True)
+    (files / "wheels" / "team.whl").write_bytes(b"wheel v1")
+    first = build(profile, with_registry(context_dirs=(files,)), engine)
+    (files / "wheels" / "team.whl").write_bytes(b"wheel v2, longer")
+    again = build(profile, with_registry(context_dirs=(files,)), engine)
+
+    assert engine.builds[0].files["files/wheels/team.whl"] == b"wheel v1"
+    assert engine.builds[1].files["files/wheels/team.whl"] == b"wheel v2, longer"
+    assert (first.status, again.status) == ("built", "built") and first.tag != again.tag
+
+
+def test_the_built_image_carries_the_profile_labels_the_check_compares(profile, engine, registry):
+    build(profile, with_registry(), engine)
+    labels = engine.images[engine.builds[0].image].labels
+    base = builder.base_reference(profile, with_registry()).with_digest(BASE_DIGEST)
+    assert {k: v for k, v in labels.items() if k != BUILD_KEY} == labels_for(profile, base)
+    assert labels[PROFILE] == NAME and labels[OCI_BASE_NAME] == BASE
+    assert check_report(labels)["framework"]["nccl"] == profile.variant.nccl == "2.20.5"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_base_digest_falls_back_to_the_engine_copy_of_the_mirrored_base(profile, engine, registry, monkeypatch):
+    """The real resolve_base_digest: the mirror's HEAD is refused at once (retries without sleeping), the engine
+    knows the mirrored base by its repo digest."""
+    port = closed_port()
+    mirror = f"127.0.0.1:{port}/hub"
+    monkeypatch.setattr(builder, "resolve_base_digest", resolve_base_digest)
+    no_wait = functools.partial(connect, retry=RetryPolicy(sleep=lambda s: None))
+    monkeypatch.setattr(imagectl.registry.access, "connect", no_wait)
+    digest = "sha256:" + "d" * 64
+    engine.add_image(f"{mirror}/{BASE.split('/', 1)[1]}", repo_digests=(f"{mirror}/nvidia/cuda@{digest}",))
+
+    result = build(profile, with_registry(mirrors={"docker.io": mirror}), engine)
+    assert result.status == "built"
+    assert f"FROM {mirror}/nvidia/cuda:12.1.1-runtime-ubuntu22.04@{digest}" in engine.builds[0].dockerfile
+    labels = engine.images[engine.builds[0].image].labels
+    assert (labels[OCI_BASE_NAME], labels[OCI_BASE_DIGEST]) == (BASE, digest)  # the public name, the mirror's digest
+
+
+def test_a_changed_ca_bundle_builds_again(profile, engine, registry, tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(b"-----BEGIN CERTIFICATE-----\nold\n-----END CERTIFICATE-----\n")
+    first = build(profile, with_registry(ca_bundle=ca), engine)
+    ca.write_bytes(b"-----BEGIN CERTIFICATE-----\nrotated\n-----END CERTIFICATE-----\n")
+    again = build(profile, with_registry(ca_bundle=ca), engine)
+
+    assert first.status == "built" and engine.builds[0].files["ca.pem"].endswith(b"old\n-----END CERTIFICATE-----\n")
+    assert again.status == "built" and len(engine.builds) == 2
+    assert engine.builds[1].files["ca.pem"] == ca.read_bytes()
