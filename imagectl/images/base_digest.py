@@ -18,7 +18,7 @@ def resolve_base_digest(base: Reference, config: Config, engine: Engine) -> str:
     try:
         from ..registry.access import client_for
 
-        with client_for(base.domain, config.insecure_hosts) as client:
+        with client_for(base.domain, config.insecure_hosts, config.registry_timeout) as client:
             digest = client.head_manifest(base.path, base.tag or "latest")
         if digest:
             return digest

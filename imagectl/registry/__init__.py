@@ -3,6 +3,8 @@
 ``RegistryClient`` talks to one registry; ``connect(host)`` makes one that reads credentials from the
 Docker config when the registry asks; ``copy_image`` moves an image between repositories or registries.
 ``RetryPolicy`` is re-exported from :mod:`imagectl.retry`, the policy shared with the package-index reader.
+Every request has a deadline (``Timeouts.request_s``, the ``[registry] timeout``) and every answer's body a
+cap, so a hung or hostile registry fails a command with one line instead of holding it (see :mod:`.client`).
 """
 
 from .auth import TokenCache

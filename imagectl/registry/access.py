@@ -1,29 +1,17 @@
 """Which registries imagectl may talk to without TLS, and clients for them.
 
-The caller says which hosts the user marked insecure (``Config.insecure_hosts``); this package never reads
-the application's configuration itself.
+The caller says which hosts the user marked insecure (``Config.insecure_hosts``) and how long a request may
+take (``Config.registry_timeout``); this package never reads the application's configuration itself.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Collection
 
 from .client import RegistryClient, connect
+from .loopback import is_loopback
 
-
-def is_loopback(domain: str) -> bool:
-    """True for ``localhost`` and 127.0.0.0/8 or ::1 hosts (with any port), as dockerd treats them."""
-    if domain.startswith("["):
-        host = domain[1:].split("]", 1)[0]
-    else:
-        host = domain.split(":", 1)[0]
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+__all__ = ["client_for", "is_insecure", "is_loopback"]
 
 
 def is_insecure(domain: str, insecure_hosts: Collection[str] = ()) -> bool:
@@ -31,6 +19,10 @@ def is_insecure(domain: str, insecure_hosts: Collection[str] = ()) -> bool:
     return domain in insecure_hosts or is_loopback(domain)
 
 
-def client_for(domain: str, insecure_hosts: Collection[str] = ()) -> RegistryClient:
-    """A registry client for ``domain`` with credentials from the Docker config."""
-    return connect(domain, insecure=is_insecure(domain, insecure_hosts))
+def client_for(domain: str, insecure_hosts: Collection[str] = (), timeout: float | None = None) -> RegistryClient:
+    """A registry client for ``domain`` with credentials from the Docker config.
+
+    ``timeout`` is the deadline of each request in seconds (the client's default when None).  Raises
+    InputError if it is not a positive number.
+    """
+    return connect(domain, insecure=is_insecure(domain, insecure_hosts), timeout=timeout)

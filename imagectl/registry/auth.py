@@ -7,6 +7,11 @@ it has some, anonymously otherwise), caches it keyed by realm + service + scope 
 out ``Authorization`` values.  Once a registry's challenge is known, later requests carry a header from the
 start, so each scope costs one token request, not one 401 per call.
 
+Credentials go to a token realm only over https, or over plain http to the registry's own loopback host
+when the registry is used insecurely (a test or development registry with its token server beside it);
+any other realm is refused with an error naming its host (:func:`realm_may_get_credentials`).  A token
+answer is read with a cap (``MAX_TOKEN_BYTES``) within the request's deadline.
+
 Tokens and passwords stay inside this module's objects: no repr, log line or error message shows them.
 """
 
@@ -18,27 +23,35 @@ import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol
+from urllib.parse import urlsplit
 
 import requests
 
 from ..errors import AuthError
 from .credentials import Credentials
+from .deadline import Deadline
 from .error_factory import error_from_response, oci_error_detail
+from .loopback import hostname, is_loopback_name
 
 log = logging.getLogger(__name__)
 
 _PARAM_RE = re.compile(r'([A-Za-z][\w-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))')
 _DEFAULT_TOKEN_LIFETIME_S = 60
 _EXPIRY_MARGIN_S = 5.0
+MAX_TOKEN_BYTES = 1024 * 1024
 
 CredentialsLookup = Callable[[str], "Credentials | None"]
 
 
 class Send(Protocol):
-    """How the authenticator reaches a token server: the client's retrying, TLS-aware request function."""
+    """How the authenticator reaches a token server: the client's retrying, TLS-aware request function.
+
+    It reads the answer's body (at most ``max_bytes``) before ``deadline``.
+    """
 
     def __call__(
-        self, method: str, url: str, *, params: object = None, headers: Mapping[str, str] | None = None
+        self, method: str, url: str, deadline: Deadline, *, params: object = None,
+        headers: Mapping[str, str] | None = None, max_bytes: int = ...,
     ) -> requests.Response: ...
 
 
@@ -94,6 +107,26 @@ def merge_scopes(*groups: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"{res}:{','.join(sorted(acts))}" if acts else res for res, acts in actions.items())
 
 
+def realm_may_get_credentials(realm: str, registry: str, insecure: bool) -> bool:
+    """True if credentials may be sent to token ``realm`` (a URL) for ``registry`` (``host[:port]``).
+
+    Only over https, or over plain http when the registry is used ``insecure``-ly and the realm is on the
+    registry's own loopback host (any port).  Never raises.
+    """
+    parts = urlsplit(realm)
+    if parts.scheme == "https":
+        return True
+    if parts.scheme != "http" or not insecure:
+        return False
+    host = (parts.hostname or "").lower()
+    return host == hostname(registry) and is_loopback_name(host)
+
+
+def realm_host(realm: str) -> str:
+    """The ``host[:port]`` of a realm URL, without user info (for messages); never raises."""
+    return urlsplit(realm).netloc.rpartition("@")[2] or realm[:80]
+
+
 def basic_header(credentials: Credentials) -> str:
     """The ``Authorization`` value for HTTP basic authentication."""
     pair = f"{credentials.username}:{credentials.password}".encode()
@@ -138,8 +171,9 @@ class Authenticator:
     """Hands out ``Authorization`` values for one registry and answers its 401 challenges.
 
     ``credentials`` are used as given; otherwise ``lookup(registry)`` is called once, on the first challenge
-    that needs them (so an anonymous registry never runs a credential helper).  ``allow_http_realm`` permits
-    sending credentials to a plain-http token realm (only for registries the caller marked insecure).
+    that needs them (so an anonymous registry never runs a credential helper).  ``insecure`` (the registry is
+    loopback or marked insecure) permits sending credentials to a plain-http token realm on the registry's own
+    loopback host, and nowhere else (:func:`realm_may_get_credentials`).
     """
 
     def __init__(
@@ -148,14 +182,14 @@ class Authenticator:
         send: Send,
         credentials: Credentials | None = None,
         lookup: CredentialsLookup | None = None,
-        allow_http_realm: bool = False,
+        insecure: bool = False,
         cache: TokenCache | None = None,
     ) -> None:
         self.registry = registry
         self._send = send
         self._credentials = credentials
         self._lookup = lookup if credentials is None else None
-        self._allow_http_realm = allow_http_realm
+        self._insecure = insecure
         self._cache = cache or TokenCache()
         self._challenge: Challenge | None = None
 
@@ -163,20 +197,22 @@ class Authenticator:
         scheme = self._challenge.scheme if self._challenge else "unknown"
         return f"Authenticator(registry={self.registry!r}, scheme={scheme!r})"
 
-    def header_for(self, scopes: tuple[str, ...]) -> str | None:
+    def header_for(self, scopes: tuple[str, ...], deadline: Deadline) -> str | None:
         """The ``Authorization`` value to send up front for ``scopes``; None until a challenge is known.
 
-        Raises AuthError if the token server refuses the credentials, RegistryError if it cannot be reached.
+        A token request it needs must finish before ``deadline``.  Raises AuthError if the token server refuses
+        the credentials or the realm may not get them, RegistryError if it cannot be reached in time.
         """
         if self._challenge is None:
             return None
-        return self._header(self._challenge, merge_scopes(scopes))
+        return self._header(self._challenge, merge_scopes(scopes), deadline)
 
-    def answer(self, response: requests.Response, scopes: tuple[str, ...]) -> str | None:
+    def answer(self, response: requests.Response, scopes: tuple[str, ...], deadline: Deadline) -> str | None:
         """The ``Authorization`` value to retry a 401 ``response`` with; None if there is nothing to try.
 
         A bearer token cached for these scopes is dropped first (the registry refused it).  Raises
-        AuthError if the token server refuses the credentials, RegistryError if it cannot be reached.
+        AuthError if the token server refuses the credentials or the realm may not get them, RegistryError if
+        it cannot be reached before ``deadline``.
         """
         challenge = parse_challenge(response.headers.get("WWW-Authenticate", ""))
         if challenge is None or challenge.scheme not in ("basic", "bearer"):
@@ -184,7 +220,7 @@ class Authenticator:
         self._challenge = Challenge(challenge.scheme, {k: v for k, v in challenge.params.items() if k != "scope"})
         wanted = merge_scopes(scopes, challenge.scopes)
         self._cache.forget(self._key(challenge, wanted))
-        return self._header(challenge, wanted)
+        return self._header(challenge, wanted, deadline)
 
     def credentials(self) -> Credentials | None:
         """The credentials for this registry, looked up at most once; None when there are none."""
@@ -192,14 +228,14 @@ class Authenticator:
             self._credentials, self._lookup = self._lookup(self.registry), None
         return self._credentials
 
-    def _header(self, challenge: Challenge, scopes: tuple[str, ...]) -> str | None:
+    def _header(self, challenge: Challenge, scopes: tuple[str, ...], deadline: Deadline) -> str | None:
         if challenge.scheme == "basic":
             credentials = self.credentials()
             return basic_header(credentials) if credentials else None
         key = self._key(challenge, scopes)
         token = self._cache.get(key)
         if token is None:
-            token, lifetime = self._fetch_token(challenge, scopes)
+            token, lifetime = self._fetch_token(challenge, scopes, deadline)
             self._cache.put(key, token, lifetime)
         return f"Bearer {token}"
 
@@ -207,21 +243,22 @@ class Authenticator:
     def _key(challenge: Challenge, scopes: tuple[str, ...]) -> tuple[str, str, tuple[str, ...]]:
         return (challenge.realm, challenge.service, scopes)
 
-    def _fetch_token(self, challenge: Challenge, scopes: tuple[str, ...]) -> tuple[str, float]:
+    def _fetch_token(self, challenge: Challenge, scopes: tuple[str, ...], deadline: Deadline) -> tuple[str, float]:
         """Ask the realm for a token; returns (token, lifetime in seconds). Raises AuthError or RegistryError."""
         realm = challenge.realm
-        if not realm.startswith(("https://", "http://")):
-            raise AuthError(f"registry {self.registry}: bearer challenge has no usable realm ({realm!r})")
+        if not realm.startswith(("https://", "http://")) or not urlsplit(realm).hostname:
+            raise AuthError(f"registry {self.registry}: bearer challenge has no usable realm ({realm[:80]!r})")
         credentials = self.credentials()
-        headers = {"Authorization": basic_header(credentials)} if credentials else {}
-        if credentials and realm.startswith("http://") and not self._allow_http_realm:
+        if credentials and not realm_may_get_credentials(realm, self.registry, self._insecure):
             raise AuthError(
-                f"registry {self.registry}: token realm {realm} is plain http; refusing to send credentials"
+                f"registry {self.registry}: token realm {realm_host(realm)} is plain http and not this registry's "
+                "own loopback host; refusing to send credentials there (a token realm must be https)"
             )
+        headers = {"Authorization": basic_header(credentials)} if credentials else {}
         params = [("service", challenge.service)] if challenge.service else []
         params += [("scope", scope) for scope in scopes]
-        log.debug("requesting a token from %s for %s", realm, " ".join(scopes) or "no scope")
-        response = self._send("GET", realm, params=params, headers=headers)
+        log.debug("requesting a token from %s for %s", realm_host(realm), " ".join(scopes) or "no scope")
+        response = self._send("GET", realm, deadline, params=params, headers=headers, max_bytes=MAX_TOKEN_BYTES)
         if response.status_code in (401, 403):
             raise self._refused(response, realm, credentials)
         if response.status_code != 200:

@@ -2,8 +2,21 @@
 
 Every call goes through :meth:`RegistryClient._request`, which attaches an ``Authorization`` header once the
 registry's challenge is known, answers a 401 once (basic or bearer token, see :mod:`.auth`), retries
-transient failures (the policy shared with the package-index reader, :mod:`imagectl.retry`), and turns any
-other answer into a typed error (:mod:`.error_factory`).
+transient failures (the policy shared with the package-index reader, :mod:`imagectl.retry`), follows
+redirects of GET and HEAD itself (at most ``MAX_REDIRECTS``, never carrying the Authorization to another
+host), and turns any other answer into a typed error (:mod:`.error_factory`).
+
+Nothing a registry sends can hold the client without bound:
+
+- every body is read with a cap that stops the read as soon as it is exceeded (:mod:`.body`): manifests
+  ``MAX_MANIFEST_BYTES``, configs ``MAX_CONFIG_BYTES``, tag pages ``MAX_TAG_PAGE_BYTES``, token answers
+  ``auth.MAX_TOKEN_BYTES``, error answers ``body.ERROR_BODY_BYTES`` (cut there, quoted in part), any other
+  answer ``MAX_OTHER_BYTES``;
+- every request has a deadline, ``Timeouts.request_s`` (the ``[registry] timeout``), covering its 401 and token
+  request, all retries and waits, redirects and the body (:mod:`.deadline`); a blob upload gets that much more
+  per MiB it sends, and a blob download must bring each MiB within that time (:class:`BlobReader`);
+- a tag listing stops, with an error, at a next-page link that repeats a page or cursor, after
+  ``MAX_TAG_PAGES`` pages or ``MAX_TAGS`` tags, and at an entry that is not a tag.
 
 TLS is verified by default.  A client created with ``insecure=True`` first tries https without verifying
 the certificate and, if the registry does not speak TLS at all, falls back to plain http, as dockerd does for
@@ -14,18 +27,22 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, Any, Iterator, Mapping, Protocol, Union, cast
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 import requests
 import urllib3
 
-from ..errors import RegistryError, ValidationError
+from ..errors import InputError, RegistryError, ValidationError
+from ..reference import check_tag
 from ..retry import RetryPolicy, loggable_url, send_with_retries
 from .auth import Authenticator, CredentialsLookup, TokenCache, repository_scope
+from .body import ERROR_BODY_BYTES, is_read, read_body, read_some
 from .credentials import Credentials, load_credentials
+from .deadline import PROGRESS_BYTES, Clock, Deadline, transfer_seconds
 from .error_factory import error_from_response, oci_error_codes, unreachable_error
 from .manifest import (
     MANIFEST_ACCEPT,
@@ -43,6 +60,13 @@ log = logging.getLogger(__name__)
 DOCKER_HUB_API = "registry-1.docker.io"
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_CONFIG_BYTES = 8 * 1024 * 1024
+MAX_TAG_PAGE_BYTES = 16 * 1024 * 1024
+MAX_OTHER_BYTES = 64 * 1024
+MAX_TAG_PAGES = 1000
+MAX_TAGS = 100_000
+MAX_REDIRECTS = 10
+DEFAULT_TIMEOUT_S = 45.0  # a registry that never answers fails a command well within a minute
+_REDIRECTS = (301, 302, 303, 307, 308)
 _CHUNK = 1024 * 1024
 _TLS_HINT = "if it serves plain http or a self-signed certificate, configure it as insecure"
 
@@ -59,6 +83,28 @@ Body = Union[bytes, Readable, None]
 def api_host(host: str) -> str:
     """The host that serves the ``/v2/`` API for registry ``host`` (Docker Hub's is registry-1.docker.io)."""
     return DOCKER_HUB_API if host in ("docker.io", "index.docker.io") else host
+
+
+class NoRedirectSession(requests.Session):
+    """A session that leaves redirects to the client: requests would read a redirect's whole body (to prepare
+    ``Response.next``) even when told not to follow it, so an endless redirect body would fill memory."""
+
+    def get_redirect_target(self, resp: requests.Response) -> None:
+        """No redirect is ever followed (or read) by the session itself."""
+        return None
+
+
+def _no_redirects(session: requests.Session | None) -> requests.Session:
+    """``session`` (a new one if None) with requests' own redirect handling switched off."""
+    if session is None:
+        return NoRedirectSession()
+    if not isinstance(session, NoRedirectSession):
+        session.get_redirect_target = _never  # type: ignore[method-assign]
+    return session
+
+
+def _never(resp: requests.Response) -> None:
+    return None
 
 
 def _no_auth(request: requests.PreparedRequest) -> requests.PreparedRequest:
@@ -95,28 +141,78 @@ def _seekable(data: Body) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds to wait for a connection, for each socket read, and for a whole request (``request_s``).
+
+    ``request_s`` is the ``[registry] timeout``: see :mod:`.deadline` for what it covers.  Raises InputError
+    if a time is not a positive number.
+    """
+
+    connect_s: float = 10.0
+    read_s: float = 120.0
+    request_s: float = DEFAULT_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        for name in ("connect_s", "read_s", "request_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise InputError(f"registry timeouts: {name} must be a number of seconds > 0, not {value!r}")
+
+
 class BlobReader:
     """A blob being downloaded: a read-only, non-seekable file-like object over the HTTP response.
 
     Its ``len()`` is the blob's size, so ``requests`` can stream it straight into an upload with a
-    Content-Length.  Close it (or use it as a context manager) to release the connection.
+    Content-Length.  However large the blob, it must keep coming: each MiB must arrive within
+    ``timeouts.request_s`` of the previous one (the first, of the answer), and no socket read may wait longer
+    than ``timeouts.read_s``.  Close it (or use it as a context manager) to release the connection.
     """
 
-    def __init__(self, response: requests.Response, digest: str, registry: str) -> None:
+    def __init__(
+        self, response: requests.Response, digest: str, registry: str, what: str = "",
+        timeouts: Timeouts = Timeouts(), clock: Clock = time.monotonic,
+    ) -> None:
         self.digest = digest
         self.size = int(response.headers.get("Content-Length") or 0)
         self._response = response
         self._registry = registry
+        self._what = what or f"GET blob {digest}"
+        self._timeouts = timeouts
+        self._clock = clock
+        self._deadline = self._next_deadline()
+        self._since_mark = 0
 
     def read(self, size: int = -1) -> bytes:
         """Up to ``size`` bytes (all that is left if negative); b"" at the end.
 
-        Raises RegistryError if the connection breaks off.
+        Raises RegistryError if the connection breaks off or the blob stops coming (see the class).
         """
+        chunks: list[bytes] = []
+        got = 0
+        while size < 0 or got < size:
+            chunk = self._read1(_CHUNK if size < 0 else min(_CHUNK, size - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def _read1(self, size: int) -> bytes:
+        """At most ``size`` bytes from one socket read; b"" at the end."""
         try:
-            return self._response.raw.read(None if size < 0 else size, decode_content=False) or b""
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            chunk = read_some(self._response.raw, size, self._deadline, decode=False, stall_s=self._timeouts.read_s,
+                              late="less than 1 MiB of the blob came in that time")
+        except requests.exceptions.RequestException as exc:
             raise unreachable_error(self._registry, exc) from None
+        self._since_mark += len(chunk)
+        if self._since_mark >= PROGRESS_BYTES:
+            self._since_mark %= PROGRESS_BYTES
+            self._deadline = self._next_deadline()
+        return chunk
+
+    def _next_deadline(self) -> Deadline:
+        return Deadline.after(self._timeouts.request_s, self._registry, self._what, self._clock)
 
     def __iter__(self) -> Iterator[bytes]:
         return self.iter_chunks()
@@ -140,20 +236,13 @@ class BlobReader:
         self.close()
 
 
-@dataclass(frozen=True)
-class Timeouts:
-    """Seconds to wait for a connection and for each read of an answer."""
-
-    connect_s: float = 10.0
-    read_s: float = 120.0
-
-
 class RegistryClient:
     """The OCI distribution API of one registry ``host`` (as users write it: ``ghcr.io``, ``127.0.0.1:5000``).
 
     Repositories are paths without the host (``team/torch``); references are a tag or a digest.
     ``credentials`` are used as given; else ``lookup(host)`` is asked once, when the registry first
-    challenges (pass :func:`.credentials.load_credentials`, or use :func:`connect`).
+    challenges (pass :func:`.credentials.load_credentials`, or use :func:`connect`).  A ``session`` passed in
+    has its own redirect handling switched off (see :class:`NoRedirectSession`): the client follows them.
     """
 
     def __init__(
@@ -173,7 +262,7 @@ class RegistryClient:
         self._api_host = api_host(host)
         self._retry = retry
         self._timeouts = timeouts
-        self._session = session or requests.Session()
+        self._session = _no_redirects(session)
         self._scheme: str | None = None if insecure else "https"
         self._auth = Authenticator(host, self._send, credentials, lookup, insecure, token_cache)
 
@@ -196,16 +285,14 @@ class RegistryClient:
         """The manifest (OCI or Docker; image or index) at tag or digest ``reference``.
 
         Raises NotFoundError if there is none, AuthError if refused, RegistryError otherwise (also when
-        the bytes do not match a digest ``reference``).
+        the bytes do not match a digest ``reference``, or are over ``MAX_MANIFEST_BYTES``).
         """
         what = f"GET manifest {_ref(repository, reference)}"
         response = self._request(
             "GET", f"/v2/{repository}/manifests/{reference}", _pull(repository), what,
-            headers={"Accept": MANIFEST_ACCEPT},
+            headers={"Accept": MANIFEST_ACCEPT}, max_bytes=MAX_MANIFEST_BYTES,
         )
         raw = response.content
-        if len(raw) > MAX_MANIFEST_BYTES:
-            raise RegistryError(f"registry {self.host}: {what}: manifest larger than {MAX_MANIFEST_BYTES} bytes")
         manifest = Manifest(_media_type(response, raw), _answered_digest(response, raw), raw)
         if reference.startswith("sha256:") and sha256_digest(raw) != reference:
             raise RegistryError(f"registry {self.host}: {what}: answered bytes with digest {sha256_digest(raw)}")
@@ -269,18 +356,25 @@ class RegistryClient:
     def list_tags(self, repository: str, page_size: int | None = None) -> list[str]:
         """Every tag of ``repository``, following ``Link: <...>; rel="next"`` pages of ``page_size`` tags.
 
-        Raises NotFoundError if the repository does not exist, AuthError if refused, RegistryError otherwise.
+        Raises NotFoundError if the repository does not exist, AuthError if refused, RegistryError otherwise:
+        also when a next-page link repeats a page or cursor, after ``MAX_TAG_PAGES`` pages or ``MAX_TAGS``
+        tags, and when an entry is not a tag.
         """
+        what = f"GET tags of {repository}"
         tags: list[str] = []
-        url: str | None = f"/v2/{repository}/tags/list"
+        url = f"/v2/{repository}/tags/list"
         params = {"n": str(page_size)} if page_size else None
         seen: set[str] = set()
-        while url and url not in seen:
-            seen.add(url)
-            response = self._request("GET", url, _pull(repository), f"GET tags of {repository}", params=params)
-            tags += _json_object(response, self.host, f"tags of {repository}").get("tags") or []
-            url, params = _next_link(response), None
-        return tags
+        for _ in range(MAX_TAG_PAGES):
+            response = self._request("GET", url, _pull(repository), what, params=params, max_bytes=MAX_TAG_PAGE_BYTES)
+            tags += _page_tags(response, self.host, what)
+            if len(tags) > MAX_TAGS:
+                raise RegistryError(f"registry {self.host}: {what}: more than {MAX_TAGS} tags; stopped listing")
+            following = _next_page(response, seen, self.host, what)
+            if following is None:
+                return tags
+            url, params = following, None
+        raise RegistryError(f"registry {self.host}: {what}: more than {MAX_TAG_PAGES} pages; stopped listing")
 
     # -- blobs -------------------------------------------------------------------------------------------
 
@@ -297,21 +391,19 @@ class RegistryClient:
 
         Raises NotFoundError if there is no such blob, AuthError if refused, RegistryError otherwise.
         """
-        response = self._request(
-            "GET", f"/v2/{repository}/blobs/{digest}", _pull(repository),
-            f"GET blob {_ref(repository, digest)}", stream=True,
-        )
-        return BlobReader(response, digest, self.host)
+        what = f"GET blob {_ref(repository, digest)}"
+        response = self._request("GET", f"/v2/{repository}/blobs/{digest}", _pull(repository), what, stream=True)
+        return BlobReader(response, digest, self.host, what, self._timeouts)
 
     def read_blob(self, repository: str, digest: str, max_bytes: int = MAX_CONFIG_BYTES) -> bytes:
-        """The whole (small) blob ``digest``, checked against its digest.
+        """The whole (small) blob ``digest``, checked against its digest, read within one request's deadline.
 
         Raises NotFoundError, AuthError, or RegistryError if it is larger than ``max_bytes`` or corrupt.
         """
-        with self.open_blob(repository, digest) as reader:
-            data = reader.read(max_bytes + 1)
-        if len(data) > max_bytes:
-            raise RegistryError(f"registry {self.host}: blob {_ref(repository, digest)} is over {max_bytes} bytes")
+        data = self._request(
+            "GET", f"/v2/{repository}/blobs/{digest}", _pull(repository), f"GET blob {_ref(repository, digest)}",
+            max_bytes=max_bytes,
+        ).content
         if digest.startswith("sha256:") and sha256_digest(data) != digest:
             raise RegistryError(f"registry {self.host}: blob {_ref(repository, digest)} does not match its digest")
         return data
@@ -319,9 +411,10 @@ class RegistryClient:
     def upload_blob(self, repository: str, data: bytes | Readable, digest: str | None = None) -> str:
         """Upload a blob monolithically (POST, then one PUT), streaming a file-like ``data``; returns its digest.
 
-        ``digest`` may be left out for bytes or a seekable file (it is computed).  Raises ValidationError if
-        it is missing for a stream, AuthError if refused, RegistryError otherwise (400 DIGEST_INVALID when
-        the bytes do not match it).
+        ``digest`` may be left out for bytes or a seekable file (it is computed).  The PUT gets the request
+        timeout plus as much again per MiB (:func:`.deadline.transfer_seconds`; no overall limit for a stream
+        of unknown size).  Raises ValidationError if the digest is missing for a stream, AuthError if refused,
+        RegistryError otherwise (400 DIGEST_INVALID when the bytes do not match it).
         """
         digest = digest or _digest_of(data)
         what = f"upload blob {_ref(repository, digest)}"
@@ -329,6 +422,7 @@ class RegistryClient:
         self._request(
             "PUT", self._location(started, what), _push(repository), what, params={"digest": digest},
             headers={"Content-Type": "application/octet-stream"}, data=data, ok=(201,),
+            seconds=transfer_seconds(self._timeouts.request_s, _body_size(data)),
         )
         return digest
 
@@ -377,16 +471,20 @@ class RegistryClient:
         params: Any = None,
         data: Body = None,
         stream: bool = False,
+        max_bytes: int = MAX_OTHER_BYTES,
+        seconds: float | None = None,
     ) -> requests.Response:
-        """Send one API request with auth and retries; the answer if its status is in ``ok``.
+        """Send one API request with auth, retries and redirects; the answer if its status is in ``ok``.
 
-        Raises AuthError, NotFoundError or RegistryError (from :func:`error_from_response`) otherwise, and
-        RegistryError if the registry cannot be reached.
+        All of it must be done within ``seconds`` (by default ``Timeouts.request_s``).  The body of a 2xx
+        answer is read, at most ``max_bytes`` of it, unless ``stream``.  Raises AuthError, NotFoundError or
+        RegistryError (from :func:`error_from_response`) for another status, and RegistryError if the registry
+        cannot be reached, the deadline passes or the body is too large.
         """
-        url = path if "://" in path else self._base_url() + path
-        response = self._authorized_send(
-            method, url, scopes, _Payload(data), headers=headers, params=params, stream=stream
-        )
+        deadline = Deadline.after(seconds or self._timeouts.request_s, self.host, what)
+        url = path if "://" in path else self._base_url(deadline) + path
+        options = {"params": params, "stream": stream, "max_bytes": max_bytes}
+        response = self._authorized_send(method, url, scopes, _Payload(data), deadline, headers, options)
         if response.status_code not in ok:
             error = error_from_response(response, self.host, what, self._hint(response))
             response.close()
@@ -394,73 +492,136 @@ class RegistryClient:
         return response
 
     def _authorized_send(
-        self, method: str, url: str, scopes: tuple[str, ...], payload: _Payload,
-        headers: Mapping[str, str] | None, **options: Any,
+        self, method: str, url: str, scopes: tuple[str, ...], payload: _Payload, deadline: Deadline,
+        headers: Mapping[str, str] | None, options: dict[str, Any],
     ) -> requests.Response:
         """Send with the known Authorization (only to this registry's host); answer a 401 challenge once."""
         own = urlsplit(url).netloc == self._api_host
-        sent = self._auth.header_for(scopes) if own else None
-        response = self._send(method, url, headers=_with_auth(headers, sent), payload=payload, **options)
+        sent = self._auth.header_for(scopes, deadline) if own else None
+        response = self._send(method, url, deadline, headers=_with_auth(headers, sent), payload=payload, **options)
         if response.status_code != 401 or not own or not payload.resendable:
             return response
-        retry_with = self._auth.answer(response, scopes)
+        retry_with = self._auth.answer(response, scopes, deadline)
         if not retry_with or retry_with == sent:
             return response
         response.close()
-        return self._send(method, url, headers=_with_auth(headers, retry_with), payload=payload, **options)
+        return self._send(method, url, deadline, headers=_with_auth(headers, retry_with), payload=payload, **options)
 
     def _send(
         self,
         method: str,
         url: str,
+        deadline: Deadline,
         *,
         params: Any = None,
         headers: Mapping[str, str] | None = None,
         payload: _Payload | None = None,
         stream: bool = False,
+        max_bytes: int = MAX_OTHER_BYTES,
     ) -> requests.Response:
-        """One HTTP exchange, tried again (per the :class:`~imagectl.retry.RetryPolicy`) after transient failures.
+        """One HTTP exchange and the redirects of a GET or HEAD, each tried again after transient failures.
 
-        Raises RegistryError "registry HOST unreachable" when no try got an answer.
+        The body is read as :meth:`_settle` says.  Raises RegistryError "registry HOST unreachable" when no try
+        got an answer, and RegistryError when ``deadline`` passes, the body is over ``max_bytes`` or there are
+        more than ``MAX_REDIRECTS`` redirects.
         """
         body = payload or _Payload(None)
+        for _ in range(MAX_REDIRECTS + 1):
+            response = self._exchange(method, url, deadline, params, headers, body, stream, max_bytes)
+            target = _redirect_target(response, method)
+            if target is None:
+                return response
+            response.close()
+            headers, url, params = _redirected_headers(headers, url, target), target, None
+        raise RegistryError(f"registry {self.host}: {deadline.what}: more than {MAX_REDIRECTS} redirects")
+
+    def _exchange(
+        self, method: str, url: str, deadline: Deadline, params: Any, headers: Mapping[str, str] | None,
+        body: _Payload, stream: bool, max_bytes: int,
+    ) -> requests.Response:
+        """One request, tried again (per the :class:`~imagectl.retry.RetryPolicy`) while ``deadline`` allows.
+
+        Raises RegistryError (unreachable, out of time, body too large).
+        """
+        last = ["no answer"]
         policy = self._retry if body.resendable else self._retry.once()
+        policy = replace(policy, sleep=deadline.sleeper(policy.sleep, lambda: last[0]))
 
         def send_once() -> requests.Response:
             body.rewind()
-            return self._send_once(method, url, params, headers, body.data, stream)
+            try:
+                response = self._send_once(method, url, params, headers, body.data, deadline)
+                last[0] = f"last answer: {response.status_code} {response.reason or ''}".rstrip()
+                if not policy.should_retry(response.status_code):
+                    self._settle(response, method, stream, max_bytes, deadline)
+            except requests.exceptions.RequestException as exc:
+                last[0] = f"last try: {type(exc).__name__}"
+                raise
+            return response
 
         try:
-            return send_with_retries(send_once, policy, f"{method} {loggable_url(url)}")
-        except requests.exceptions.SSLError as exc:
-            raise unreachable_error(self._name_of(url), exc, _TLS_HINT) from None
+            response = send_with_retries(send_once, policy, f"{method} {loggable_url(url)}")
+            self._settle(response, method, stream, max_bytes, deadline)
         except requests.exceptions.RequestException as exc:
-            raise unreachable_error(self._name_of(url), exc) from None
+            raise self._failure(url, exc, deadline, last[0]) from None
+        return response
+
+    def _settle(self, response: requests.Response, method: str, stream: bool, max_bytes: int,
+                deadline: Deadline) -> None:
+        """Read the body of an answer that is not followed as a redirect: all of a 2xx answer (unless
+        ``stream``), which must not be over ``max_bytes``, and up to ``ERROR_BODY_BYTES`` of any other.
+
+        Raises RegistryError (too large, out of time), requests' ConnectionError when the connection breaks.
+        """
+        if is_read(response) or _redirect_target(response, method) is not None:
+            return
+        stall_s = self._timeouts.read_s
+        if 200 <= response.status_code < 300:
+            if not stream:
+                read_body(response, max_bytes, deadline, stall_s=stall_s)
+            return
+        read_body(response, ERROR_BODY_BYTES, deadline, truncate=True, stall_s=stall_s)
+
+    def _failure(self, url: str, exc: requests.exceptions.RequestException, deadline: Deadline,
+                 last: str) -> RegistryError:
+        """The error for a request no try of which got a usable answer."""
+        if deadline.remaining() <= 0:
+            return deadline.error(last)
+        if isinstance(exc, requests.exceptions.SSLError):
+            return unreachable_error(self._name_of(url), exc, _TLS_HINT)
+        return unreachable_error(self._name_of(url), exc)
 
     def _send_once(
-        self, method: str, url: str, params: Any, headers: Mapping[str, str] | None, data: Body, stream: bool
+        self, method: str, url: str, params: Any, headers: Mapping[str, str] | None, data: Body, deadline: Deadline
     ) -> requests.Response:
+        """One try: the answer's status and headers (its body is left to read), each wait cut to the deadline."""
+        left = deadline.left("no time left for another try")
+        timeout = (min(self._timeouts.connect_s, left), min(self._timeouts.read_s, left))
         with warnings.catch_warnings():
             if self.insecure:
                 warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
             response = self._session.request(
-                method, url, params=params, headers=dict(headers or {}), data=data, stream=stream,
-                timeout=(self._timeouts.connect_s, self._timeouts.read_s), verify=not self.insecure,
-                auth=_no_auth, allow_redirects=method in ("GET", "HEAD"),
+                method, url, params=params, headers=dict(headers or {}), data=data, stream=True, timeout=timeout,
+                verify=not self.insecure, auth=_no_auth, allow_redirects=False,
             )
         log.debug("%s %s -> %s", method, loggable_url(url), response.status_code)
         return response
 
-    def _base_url(self) -> str:
+    def _base_url(self, deadline: Deadline) -> str:
         if self._scheme is None:
-            self._scheme = self._probe_scheme()
+            self._scheme = self._probe_scheme(deadline)
         return f"{self._scheme}://{self._api_host}"
 
-    def _probe_scheme(self) -> str:
-        """For an insecure registry: "https" if it speaks TLS (certificate unchecked), else "http"."""
+    def _probe_scheme(self, deadline: Deadline) -> str:
+        """For an insecure registry: "https" if it speaks TLS (certificate unchecked), else "http".
+
+        Raises RegistryError if ``deadline`` passes before it can tell.
+        """
         try:
-            self._send_once("GET", f"https://{self._api_host}/v2/", None, None, None, False).close()
-        except (requests.exceptions.SSLError, requests.exceptions.ConnectionError, requests.exceptions.Timeout):
+            self._send_once("GET", f"https://{self._api_host}/v2/", None, None, None, deadline).close()
+        except (requests.exceptions.SSLError, requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+            if deadline.remaining() <= 0:
+                raise deadline.error(f"asking whether it speaks https: {type(exc).__name__}") from None
             log.info("registry %s does not answer https; using plain http (insecure)", self.host)
             return "http"
         return "https"
@@ -489,9 +650,16 @@ class RegistryClient:
             log.info("could not cancel the upload opened by %s: %s", what, exc)
 
 
-def connect(host: str, *, insecure: bool = False, retry: RetryPolicy = RetryPolicy()) -> RegistryClient:
-    """A client for ``host`` that takes credentials from the Docker config when the registry asks for them."""
-    return RegistryClient(host, lookup=load_credentials, insecure=insecure, retry=retry)
+def connect(
+    host: str, *, insecure: bool = False, retry: RetryPolicy = RetryPolicy(), timeout: float | None = None
+) -> RegistryClient:
+    """A client for ``host`` that takes credentials from the Docker config when the registry asks for them.
+
+    ``timeout`` is the deadline of each request in seconds (``DEFAULT_TIMEOUT_S`` when None).  Raises
+    InputError if it is not a positive number.
+    """
+    timeouts = Timeouts(request_s=timeout) if timeout is not None else Timeouts()
+    return RegistryClient(host, lookup=load_credentials, insecure=insecure, retry=retry, timeouts=timeouts)
 
 
 def _pull(repository: str) -> tuple[str, ...]:
@@ -551,3 +719,74 @@ def _json_object(response: requests.Response, host: str, what: str) -> dict[str,
 def _next_link(response: requests.Response) -> str | None:
     link = response.links.get("next", {}).get("url")
     return urljoin(response.url, link) if link else None
+
+
+def _page_tags(response: requests.Response, host: str, what: str) -> list[str]:
+    """The tags of one page of a tag listing; raises RegistryError if an entry is not a tag."""
+    tags = _json_object(response, host, what).get("tags") or []
+    if not isinstance(tags, list) or not all(_is_tag(tag) for tag in tags):
+        raise RegistryError(f"registry {host}: {what}: answered a list whose entries are not all tags")
+    return tags
+
+
+def _is_tag(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        check_tag(value)
+    except ValidationError:
+        return False
+    return True
+
+
+def _next_page(response: requests.Response, seen: set[str], host: str, what: str) -> str | None:
+    """The URL of the next page of a tag listing, or None after the last one.
+
+    ``seen`` holds the pages (URLs and ``last`` cursors) read so far; this page is added.  Raises
+    RegistryError when the next-page link leads back to a page or cursor already read.
+    """
+    seen.update(_page_keys(response.url))
+    url = _next_link(response)
+    if url is not None and seen & set(_page_keys(url)):
+        raise RegistryError(
+            f"registry {host}: {what}: the next-page link leads back to a page already read "
+            f"({loggable_url(url)}); the registry's pagination loops"
+        )
+    return url
+
+
+def _page_keys(url: str) -> list[str]:
+    """What identifies a page of a listing: its URL, and its ``last`` cursor when it has one."""
+    cursors = parse_qs(urlsplit(url).query).get("last", [])
+    return [url] + [f"last={cursor}" for cursor in cursors]
+
+
+def _redirect_target(response: requests.Response, method: str) -> str | None:
+    """Where a redirect answer to a GET or HEAD leads (absolute); None for any other answer."""
+    location = response.headers.get("Location")
+    if method not in ("GET", "HEAD") or response.status_code not in _REDIRECTS or not location:
+        return None
+    return urljoin(response.url, location)
+
+
+def _redirected_headers(headers: Mapping[str, str] | None, url: str, target: str) -> dict[str, str]:
+    """``headers`` for following a redirect from ``url`` to ``target``: no Authorization to another origin."""
+    kept = dict(headers or {})
+    if urlsplit(url)[:2] != urlsplit(target)[:2]:
+        kept = {k: v for k, v in kept.items() if k.lower() != "authorization"}
+    return kept
+
+
+def _body_size(data: Body) -> int | None:
+    """How many bytes an upload ``data`` has left to send; None when it cannot be told."""
+    if data is None or isinstance(data, bytes):
+        return len(data or b"")
+    if hasattr(data, "__len__"):
+        return len(cast(Any, data))
+    if not _seekable(data):
+        return None
+    stream = cast(IO[bytes], data)
+    start = stream.tell()
+    end = stream.seek(0, 2)
+    stream.seek(start)
+    return end - start

@@ -43,6 +43,19 @@ def unreachable_error(registry: str, exc: BaseException, hint: str = "") -> Regi
     return RegistryError(f"registry {registry} unreachable: {_one_line(_describe(exc))}{suffix}")
 
 
+def timeout_error(registry: str, what: str, seconds: float, detail: str) -> RegistryError:
+    """The error for a request that did not finish within its deadline (the ``[registry] timeout``)."""
+    return RegistryError(
+        f"registry {registry}: {what}: no complete answer within {seconds:g} s ({_one_line(detail)}); "
+        "[registry] timeout sets how long to wait"
+    )
+
+
+def too_large_error(registry: str, what: str, limit: int) -> RegistryError:
+    """The error for an answer whose body is over ``limit`` bytes (reading stopped there)."""
+    return RegistryError(f"registry {registry}: {what}: answer larger than {limit} bytes; stopped reading it")
+
+
 def oci_error_detail(response: requests.Response) -> str:
     """``CODE: message`` of the errors in an OCI JSON error body, joined by "; "; "" when there are none."""
     parts = [": ".join(p for p in (code, text) if p) for code, text in _oci_errors(response)]

@@ -61,5 +61,5 @@ def open_tag_store(repo: Reference, config: Config, make_engine: Callable[[], An
     if config.registry_url:
         from ..registry.access import client_for
 
-        return RegistryTagStore(client_for(repo.domain, config.insecure_hosts), repo)
+        return RegistryTagStore(client_for(repo.domain, config.insecure_hosts, config.registry_timeout), repo)
     return EngineTagStore(make_engine(), repo)

@@ -31,6 +31,7 @@ from imagectl.registry import (
     Manifest,
     RegistryClient,
     RetryPolicy,
+    Timeouts,
     connect,
     copy_image,
     sha256_digest,
@@ -360,6 +361,18 @@ def test_bearer_token_with_wrong_or_no_credentials(token_registry: RegistryServe
     assert "refused user 'imagectl'" in message and "wrong-secret-123" not in message
     with pytest.raises(AuthError, match="401"):  # anonymous: a token with no access, refused by the registry
         _client(token_registry).get_manifest("team/token", "v1")
+
+
+def test_a_short_deadline_still_serves_a_real_registry_with_tokens(token_registry: RegistryServer) -> None:
+    """Every request (401, token request, body) within 5 s; a 3 MiB blob both ways within its size-based time."""
+    client = _client(token_registry, credentials=Credentials(token_registry.username, token_registry.password),
+                     timeouts=Timeouts(request_s=5))
+    digest = push_sample_image(client, "team/deadline", "v1")
+    assert client.list_tags("team/deadline") == ["v1"] and client.head_manifest("team/deadline", "v1") == digest
+    data = os.urandom(3 * 1024 * 1024)
+    blob = client.upload_blob("team/deadline", data)
+    with client.open_blob("team/deadline", blob) as reader:
+        assert reader.read() == data
 
 
 # ------------------------------------------------------------------------------------------------ retries

@@ -1,4 +1,4 @@
-"""Challenge parsing, scopes, basic headers and the token cache: pure pieces of the auth flow.
+"""Challenge parsing, scopes, basic headers, the token cache and where credentials may go: pieces of the auth flow.
 
 The flow itself (401, token server, retry once, cache per scope) is tested against a real registry and
 token server in tests/integration/test_registry_client.py.
@@ -9,16 +9,21 @@ from __future__ import annotations
 import base64
 
 import pytest
+import requests
 
+from imagectl.errors import AuthError
 from imagectl.registry.auth import (
+    Authenticator,
     Challenge,
     TokenCache,
     basic_header,
     merge_scopes,
     parse_challenge,
+    realm_may_get_credentials,
     repository_scope,
 )
 from imagectl.registry.credentials import Credentials
+from imagectl.registry.deadline import Deadline
 
 
 def test_bearer_challenge_with_quoted_commas_in_scope() -> None:
@@ -111,3 +116,79 @@ def test_token_cache_repr_shows_no_token() -> None:
 def test_escaped_quotes_in_a_quoted_value() -> None:
     challenge = parse_challenge('Bearer realm="https://r/token",service="say \\"hi\\", twice"')
     assert challenge is not None and challenge.service == 'say "hi", twice'
+
+
+# ---- where credentials may go (issue 9, item 6); the flow against a real registry: test_hostile_registry.py
+
+@pytest.mark.parametrize(("realm", "registry", "insecure", "allowed"), [
+    ("https://auth.example.com/token", "registry.example.com", False, True),  # https: anywhere
+    ("https://auth.example.com/token", "127.0.0.1:5000", True, True),
+    ("http://127.0.0.1:5001/token", "127.0.0.1:5000", True, True),  # the registry's own loopback host
+    ("http://localhost:5001/token", "localhost:5000", True, True),
+    ("http://[::1]:5001/token", "[::1]:5000", True, True),
+    ("http://127.0.0.1:5001/token", "127.0.0.1:5000", False, False),  # a registry used securely: never http
+    ("http://127.0.0.2:5001/token", "127.0.0.1:5000", True, False),  # another (loopback) host
+    ("http://localhost:5001/token", "127.0.0.1:5000", True, False),
+    ("http://other-host:5001/token", "127.0.0.1:5000", True, False),
+    ("http://reg.lan:5001/token", "reg.lan:5000", True, False),  # marked insecure, but not loopback
+    ("ftp://127.0.0.1/token", "127.0.0.1:5000", True, False),
+])
+def test_credentials_go_only_over_https_or_to_the_registrys_own_loopback_host(realm, registry, insecure, allowed):
+    assert realm_may_get_credentials(realm, registry, insecure) is allowed
+
+
+class TokenSend:
+    """The client's send function as the authenticator sees it: records what it is asked, answers a token."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, dict[str, str]]] = []
+
+    def __call__(self, method, url, deadline, *, params=None, headers=None, max_bytes=0):
+        self.asked.append((url, dict(headers or {})))
+        response = requests.Response()
+        response.status_code, response._content = 200, b'{"token": "tok", "expires_in": 300}'
+        return response
+
+
+def _challenge(realm: str) -> requests.Response:
+    response = requests.Response()
+    response.status_code = 401
+    response.headers["WWW-Authenticate"] = f'Bearer realm="{realm}",service="svc"'
+    return response
+
+
+def _answer(realm: str, registry: str = "127.0.0.1:5000", insecure: bool = True,
+            credentials: Credentials | None = Credentials("alice", "pa55-w0rd")) -> tuple[object, TokenSend]:
+    send = TokenSend()
+    auth = Authenticator(registry, send, credentials, insecure=insecure)
+    deadline = Deadline.after(30, registry, "GET manifest team/x:v1")
+    try:
+        return auth.answer(_challenge(realm), ("repository:team/x:pull",), deadline), send
+    except AuthError as exc:
+        return exc, send
+
+
+def test_a_plain_http_realm_on_another_host_gets_no_credentials_and_no_request() -> None:
+    error, send = _answer("http://u:hidden@127.0.0.2:9000/token")
+    assert isinstance(error, AuthError) and send.asked == []
+    message = str(error)
+    assert message.startswith("registry 127.0.0.1:5000: token realm 127.0.0.2:9000 is plain http")
+    assert "refusing to send credentials" in message and "pa55-w0rd" not in message and "hidden" not in message
+
+
+def test_a_realm_that_may_have_them_gets_basic_credentials() -> None:
+    for realm in ("http://127.0.0.1:9000/token", "https://auth.example.com/token"):
+        header, send = _answer(realm)
+        assert header == "Bearer tok"
+        assert [url for url, _ in send.asked] == [realm]
+        assert base64.b64decode(send.asked[0][1]["Authorization"][6:]) == b"alice:pa55-w0rd"
+
+
+def test_without_credentials_any_realm_is_asked_anonymously() -> None:
+    header, send = _answer("http://other-host:9000/token", credentials=None)
+    assert header == "Bearer tok" and send.asked == [("http://other-host:9000/token", {})]
+
+
+def test_a_registry_used_securely_never_sends_credentials_over_http() -> None:
+    error, send = _answer("http://127.0.0.1:9000/token", insecure=False)
+    assert isinstance(error, AuthError) and send.asked == []
