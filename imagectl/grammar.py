@@ -1,17 +1,19 @@
 """Grammars for every value that can reach a Dockerfile, a label, a shell or a URL.
 
 Each ``check_*`` function returns the (normalised) value or raises :class:`ValidationError` with one line that
-names the value, where it came from (``what``) and what was expected.  Templates only ever see values that
-went through one of these.
+names the value, where it came from (``what``) and what was expected, redacted (:mod:`imagectl.redact`): a
+URL's credentials are never part of it.  Templates only ever see values that went through one of these.
 """
 
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 from packaging.version import InvalidVersion, Version
 
 from .errors import ValidationError
+from .redact import redact, userinfo_secrets
 
 _URL_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~%/+@:=,-]*)?$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?$")
@@ -21,10 +23,18 @@ _TOKEN_RE = re.compile(r"^[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SAFE_TEXT_RE = re.compile(r"^[^\x00-\x1f\x7f\"'`$\\]*$")
 _DRIVER_RE = re.compile(r"^[0-9]{2,4}(?:\.[0-9]{1,3}){0,2}$")
+# user:password of URL characters (others percent-encoded); decoded, no character a netrc file cannot hold
+_USERINFO_RE = re.compile(r"^[A-Za-z0-9._~%!*+,;=-]+:[A-Za-z0-9._~%!*+,;=-]+$")
+_NETRC_UNSAFE_RE = re.compile(r"[\x00-\x20\x7f\"'`$\\#]")
+
+
+def _error(message: str, value: object) -> ValidationError:
+    """A ValidationError whose message went through :func:`redact` (the value may hold credentials)."""
+    return ValidationError(redact(message, userinfo_secrets(value) if isinstance(value, str) else ()))
 
 
 def _fail(what: str, value: object, expected: str) -> ValidationError:
-    return ValidationError(f"{what}: {value!r} is not {expected}")
+    return _error(f"{what}: {value!r} is not {expected}", value)
 
 
 def check_version(value: object, what: str = "version") -> str:
@@ -95,7 +105,7 @@ def check_requirement(value: object, what: str = "requirement") -> str:
         req = Requirement(value)
     except InvalidRequirement as exc:
         reason = str(exc).splitlines()[0] if str(exc) else "unparsable"
-        raise ValidationError(f"{what}: {value!r} is not a PEP 508 requirement ({reason})") from None
+        raise _error(f"{what}: {value!r} is not a PEP 508 requirement ({reason})", value) from None
     if req.url:
         raise _fail(what, value, "a requirement from the index (direct URLs are not allowed)")
     if not _SAFE_TEXT_RE.match(value):
@@ -103,11 +113,41 @@ def check_requirement(value: object, what: str = "requirement") -> str:
     return str(req)
 
 
-def check_url(value: object, what: str = "URL") -> str:
-    """Return an http(s) URL of safe characters (``{cuda_tag}`` allowed); raises ValidationError."""
-    if not isinstance(value, str) or not _URL_RE.match(value.replace("{cuda_tag}", "cuda")):
+def check_url(value: object, what: str = "URL", credentials: bool = False) -> str:
+    """Return an http(s) URL of safe characters (``{cuda_tag}`` allowed); with ``credentials`` (pip indexes
+    only) it may carry ``user:password@`` (see :func:`url_credentials`).  Raises ValidationError, whose message
+    never shows the credentials."""
+    bare, userinfo = split_userinfo(value) if isinstance(value, str) else ("", None)
+    if not _URL_RE.match(bare.replace("{cuda_tag}", "cuda")):
         raise _fail(what, value, "an http(s) URL of plain characters")
+    if userinfo is not None and not credentials:
+        raise _fail(what, value, "a URL without credentials (user:password@ is allowed in [pip] index URLs only)")
+    if userinfo is not None and not _USERINFO_RE.match(userinfo):
+        raise _fail(what, value, "a URL whose credentials are user:password of URL characters (percent-encode others)")
+    if userinfo is not None and any(_NETRC_UNSAFE_RE.search(unquote(part)) for part in userinfo.split(":", 1)):
+        raise _fail(what, value, "a URL whose credentials are free of spaces, quotes, '#', '$' and backslashes")
     return value
+
+
+def split_userinfo(url: str) -> tuple[str, str | None]:
+    """``(url without its userinfo, userinfo or None)``: ``https://u:p@host/x`` -> ``("https://host/x", "u:p")``."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if not sep or "@" not in authority:
+        return url, None
+    userinfo, _, host = authority.rpartition("@")
+    return f"{scheme}://{host}{slash}{path}", userinfo
+
+
+def url_credentials(url: str) -> tuple[str, str, str] | None:
+    """``(host, user, password)``, percent-decoded, of a URL that passed ``check_url(..., credentials=True)``
+    (host without port, as netrc names machines); None for a URL without credentials.  Raises nothing."""
+    bare, userinfo = split_userinfo(url)
+    if userinfo is None:
+        return None
+    user, _, password = userinfo.partition(":")
+    host = bare.split("://", 1)[1].split("/", 1)[0].split(":", 1)[0]
+    return host, unquote(user), unquote(password)
 
 
 def check_host(value: object, what: str = "host") -> str:

@@ -1,7 +1,8 @@
 """The ``imagectl`` command line: a thin click layer over the library.
 
 ``main`` is the one place where an :class:`ImagectlError` (or a click usage error) becomes one line on
-stderr and an exit status: 2 for bad input or usage, 1 for a failed operation.
+stderr and an exit status: 2 for bad input or usage, 1 for a failed operation.  Every such line goes through
+:func:`imagectl.redact.redact` as a last line of defence: no URL's credentials reach the terminal.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Sequence
 import click
 
 from ..errors import ImagectlError
+from ..redact import redact
 from .app import cli
 
 
@@ -20,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = cli.main(args=list(argv) if argv is not None else None, prog_name="imagectl", standalone_mode=False)
     except ImagectlError as exc:
-        click.echo(f"imagectl: {exc}", err=True)
+        _error_line(str(exc))
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
@@ -28,12 +30,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         click.echo("imagectl: aborted", err=True)
         return 1
     except click.ClickException as exc:
-        click.echo(f"imagectl: {exc.format_message()}" + _usage_hint(exc), err=True)
+        _error_line(exc.format_message() + _usage_hint(exc))
         return 2
     except KeyboardInterrupt:
         click.echo("imagectl: interrupted", err=True)
         return 130
     return result if isinstance(result, int) else 0
+
+
+def _error_line(message: str) -> None:
+    """Print ``imagectl: MESSAGE`` on stderr, redacted."""
+    click.echo(f"imagectl: {redact(message)}", err=True)
 
 
 def _usage_hint(exc: click.ClickException) -> str:

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import sys
 import threading
+from typing import Callable, Sequence
 
 import click
 
 from ..errors import InputError
+from ..redact import redact
 from .app import echo_json, python_option, workspace
 
 
-def _line_sink(quiet: bool, prefix: str):
+def _line_sink(quiet: bool, prefix: str, secrets: Sequence[str] = ()) -> Callable[[str], None]:
+    """A thread-safe printer of engine output lines (one overwritten progress line when ``quiet``); each line is
+    redacted first: URL userinfo and ``secrets`` (the configured build-arg values and index passwords)."""
     lock = threading.Lock()
 
     def sink(line: str) -> None:
+        line = redact(line, secrets)
         with lock:
             if quiet:
                 click.echo(f"\r\033[K{prefix}{line[:100]}", nl=False, err=True)
@@ -69,15 +74,17 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
     engine = LazyEngine()
     options = BuildOptions(force=force, no_cache=no_cache, extras=extras, gpu_check=gpu_check, base=base, suffix=suffix)
     prefix = (lambda name: f"[{name}] ") if len(profiles) > 1 else (lambda name: "")
-    results = build_many(profiles, ws.config, engine, options, jobs, lambda name: _line_sink(quiet, prefix(name)))
+    secrets = ws.config.secret_values
+    results = build_many(profiles, ws.config, engine, options, jobs,
+                         lambda name: _line_sink(quiet, prefix(name), secrets))
     if quiet:
         click.echo("", err=True)
     click.echo(summary_table(results))
     for r in results:
         for note in r.notes:
-            click.echo(f"note: {r.profile}: {note}", err=True)
+            click.echo(redact(f"note: {r.profile}: {note}", secrets), err=True)
         if r.status == "failed":
-            click.echo(f"imagectl: {r.profile}: {r.error}", err=True)
+            click.echo(redact(f"imagectl: {r.profile}: {r.error}", secrets), err=True)
     return 1 if any(r.status == "failed" for r in results) else 0
 
 
@@ -93,7 +100,7 @@ def cmd_test(ctx: click.Context, target: str, gpu: bool, as_json: bool, junit: s
     from ..images.tester import check_image
 
     ws = workspace(ctx)
-    on_line = _line_sink(False, "") if not as_json else (lambda line: None)
+    on_line = _line_sink(False, "", ws.config.secret_values) if not as_json else (lambda line: None)
     image, findings = check_image(target, ws.matrix, ws.config, DockerEngine(), gpu, on_line)
     if junit:
         from pathlib import Path

@@ -6,14 +6,30 @@ from __future__ import annotations
 import hashlib
 from typing import Mapping
 
+from ..render.context import NETRC_FILE
+
+
+def _public_netrc(content: bytes) -> bytes:
+    """The netrc file without its passwords: which host and login an index is read with changes the key, the
+    password never reaches it (the key is a label anyone who can pull the image reads)."""
+    lines = []
+    for line in content.decode("utf-8", "replace").splitlines():
+        words = line.split()
+        if "password" in words[:-1]:
+            words = words[:words.index("password")]
+        lines.append(" ".join(words))
+    return "\n".join(lines).encode()
+
+
 def build_key(files: Mapping[str, bytes], base_digest: str, build_args: Mapping[str, str],
               file_digests: Mapping[str, str] | None = None) -> str:
-    """sha256 over the rendered context (names and contents), the digests of added context files, the base
-    image digest and the build args.
+    """sha256 over the rendered context (names and contents; of a pip netrc file only hosts and logins), the
+    digests of added context files, the base image digest and the build args.
 
     Pure and order-independent: the same inputs always give the same 64 hex digits.
     """
-    digests = {name: hashlib.sha256(content).hexdigest() for name, content in files.items()}
+    public = {name: _public_netrc(content) if name == NETRC_FILE else content for name, content in files.items()}
+    digests = {name: hashlib.sha256(content).hexdigest() for name, content in public.items()}
     digests.update(file_digests or {})
     h = hashlib.sha256()
     h.update(b"imagectl-build-key-v1\0")

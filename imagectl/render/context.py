@@ -3,6 +3,10 @@
 ``render_context`` is pure: the profile, the configuration and a few build facts in, a dict out.  Nothing
 user-controlled reaches a template without passing a grammar of :mod:`imagectl.grammar` (the matrix and
 the configuration are checked when loaded; extras are checked here).
+
+Index credentials (``[pip] index_url = "https://user:token@host/simple"``) never reach the context: the
+templates see each URL without its userinfo, and only the name of the netrc file (:func:`pip_netrc`) that a
+first build stage installs with; the final stage copies the installed environment, never the file.
 """
 
 from __future__ import annotations
@@ -13,18 +17,44 @@ from .. import __version__
 from ..config import Config
 from ..matrix.model import Profile
 from ..reference import Reference, apply_mirror
-from ..grammar import check_requirement, check_url
+from ..errors import ValidationError
+from ..grammar import check_requirement, check_url, split_userinfo, url_credentials
 from ..labels import labels_for
 
+NETRC_FILE = "imagectl-pip.netrc"  # in the build context only when an index URL carries credentials
+
+
+def _configured_index(profile: Profile, config: Config) -> str | None:
+    """The configured index URL for ``profile`` as written (credentials included), or None."""
+    if not config.pip_index_url:
+        return None
+    cuda_tag = profile.framework.tag_of(profile.variant.cuda)
+    return check_url(config.pip_index_url.replace("{cuda_tag}", cuda_tag), "pip.index_url", credentials=True)
+
+
 def index_url(profile: Profile, config: Config) -> str:
-    """The pip index the profile installs from: the configured one, else the variant's default."""
+    """The pip index the profile installs from, without credentials (safe to print, render and label): the
+    configured one, else the variant's default.  Raises ValidationError for a bad configured URL."""
     fw = profile.framework
-    cuda_tag = fw.tag_of(profile.variant.cuda)
-    if config.pip_index_url:
-        return check_url(config.pip_index_url.replace("{cuda_tag}", cuda_tag), "pip.index_url")
+    configured = _configured_index(profile, config)
+    if configured:
+        return split_userinfo(configured)[0]
     if profile.variant.pypi:
         return fw.pypi_index_url
-    return fw.index_url.replace("{cuda_tag}", cuda_tag)
+    return fw.index_url.replace("{cuda_tag}", fw.tag_of(profile.variant.cuda))
+
+
+def pip_netrc(profile: Profile, config: Config) -> str:
+    """The netrc file (``machine HOST login USER password PASSWORD`` lines, sorted) for every configured index
+    URL of ``profile`` that carries credentials; empty when none does.  Raises ValidationError when two URLs
+    give one host different credentials (netrc holds one per host)."""
+    urls = [_configured_index(profile, config), *config.pip_extra_index_urls]
+    machines: dict[str, tuple[str, str]] = {}
+    for host, user, password in filter(None, (url_credentials(u) for u in urls if u)):
+        if machines.setdefault(host, (user, password)) != (user, password):
+            raise ValidationError(f"[pip]: two index URLs give {host} different credentials (one per host)")
+    return "".join(f"machine {host} login {user} password {password}\n"
+                   for host, (user, password) in sorted(machines.items()))
 
 
 def base_reference(profile: Profile, config: Config, digest: str | None = None,
@@ -73,8 +103,9 @@ def render_context(profile: Profile, config: Config, base_digest: str | None = N
         "ca_bundle": config.ca_bundle is not None,
         "pip": {
             "index_url": index_url(profile, config),
-            "extra_index_urls": sorted(config.pip_extra_index_urls),
+            "extra_index_urls": sorted(split_userinfo(url)[0] for url in config.pip_extra_index_urls),
             "trusted_hosts": sorted(config.pip_trusted_hosts),
+            "netrc": NETRC_FILE if pip_netrc(profile, config) else "",
         },
         "packages": [f"{name}=={version}" for name, version in profile.packages],
         "extras": sorted(check_requirement(e, "extra requirement") for e in extras),

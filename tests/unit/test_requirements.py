@@ -39,3 +39,25 @@ def test_extras_on_a_given_base(matrix):
     assert 'org.opencontainers.image.base.name="registry.example.com/team/torch:stable"' in dockerfile
     with pytest.raises(ValidationError, match="--base needs extra packages"):
         context_files(resolve_profile("torch-2.3-cu121", matrix), Config(), base_image=base)
+
+
+def test_a_bad_line_is_quoted_when_the_rest_of_the_file_is_requirements():
+    with pytest.raises(InputError, match=r"req\.txt:3: 'torhc=2\.3' is not a PEP 508 requirement"):
+        parse_requirements("# ours\neinops==0.8.0\ntorhc=2.3\n", "req.txt")
+
+
+@pytest.mark.parametrize("text", [
+    "root:$6$s4lt$SecretHash:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n",  # /etc/shadow
+    "ghp_Secret-Hash+0123456789/\n",  # a token file
+    "Secret Hash\nSecretHash\n",  # lone words read as requirements, but nothing says this is a requirements file
+    "einops==0.8.0\nSecret Hash one\nSecret Hash two\n",  # more than one bad line
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nSecretHash\n",  # not an option line, though it starts with '-'
+])
+def test_a_file_that_is_not_requirements_is_named_never_quoted(tmp_path, text):
+    path = tmp_path / "secret"
+    path.write_text(text)
+    with pytest.raises(InputError) as caught:
+        read_requirements(str(path))
+    assert str(caught.value).startswith(f"{path}:") and "not shown" in str(caught.value)
+    message = str(caught.value).replace(str(path), "FILE")
+    assert "Secret" not in message and "root" not in message and "BEGIN" not in message

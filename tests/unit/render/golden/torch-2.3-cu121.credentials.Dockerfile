@@ -1,0 +1,78 @@
+# Rendered by imagectl 0.1.0 for torch-2.3-cu121; edit the templates, not this file.
+# A first stage installs with the index credentials (imagectl-pip.netrc).  They stay in this stage's layers, which
+# are never tagged or pushed: the final stage below copies the installed environment (/opt/venv), not the file.
+FROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04 AS imagectl-install
+
+ENV DEBIAN_FRONTEND=noninteractive \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+
+# Python 3.10: the base image's own when it has it, else from the OS archive.
+RUN set -eu; \
+    if ! python3.10 -c 'import ensurepip, venv' >/dev/null 2>&1; then \
+      apt-get update; \
+      apt-get install -y --no-install-recommends python3.10 python3.10-venv ca-certificates; \
+      rm -rf /var/lib/apt/lists/*; \
+    fi; \
+    python3.10 -m venv /opt/venv
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH
+
+COPY imagectl-pip.netrc /opt/imagectl-secrets/.netrc
+COPY requirements.txt /opt/imagectl/requirements.txt
+RUN NETRC=/opt/imagectl-secrets/.netrc HOME=/opt/imagectl-secrets \
+    pip install --no-cache-dir -r /opt/imagectl/requirements.txt
+COPY extra-requirements.txt /opt/imagectl/extra-requirements.txt
+RUN NETRC=/opt/imagectl-secrets/.netrc HOME=/opt/imagectl-secrets \
+    pip install --no-cache-dir -r /opt/imagectl/requirements.txt -r /opt/imagectl/extra-requirements.txt
+
+FROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04
+
+ENV DEBIAN_FRONTEND=noninteractive \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+
+# Python 3.10: the base image's own when it has it, else from the OS archive.
+RUN set -eu; \
+    if ! python3.10 -c 'import ensurepip, venv' >/dev/null 2>&1; then \
+      apt-get update; \
+      apt-get install -y --no-install-recommends python3.10 python3.10-venv ca-certificates; \
+      rm -rf /var/lib/apt/lists/*; \
+    fi; \
+    python3.10 -m venv /opt/venv
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH
+
+# The framework and its pinned companions: shared by every profile with the same pins.
+COPY requirements.txt /opt/imagectl/requirements.txt
+COPY --from=imagectl-install /opt/venv /opt/venv
+
+COPY imagectl-check.py /opt/imagectl/check.py
+
+# A team's extra packages, installed in the first stage with the framework (the record of what was asked for).
+COPY extra-requirements.txt /opt/imagectl/extra-requirements.txt
+
+ENV IMAGECTL_CUDNN_VERSION="8.9.2.26" \
+    IMAGECTL_NCCL_VERSION="2.20.5" \
+    IMAGECTL_PROFILE="torch-2.3-cu121" \
+    NVIDIA_REQUIRE_CUDA="cuda>=12.1" \
+    TORCH_VERSION="2.3.1"
+LABEL imagectl.cuda="12.1" \
+      imagectl.cudnn="8.9.2.26" \
+      imagectl.flavor="runtime" \
+      imagectl.framework="torch" \
+      imagectl.framework.version="2.3.1" \
+      imagectl.min-driver="530.30.02" \
+      imagectl.nccl="2.20.5" \
+      imagectl.os="ubuntu22.04" \
+      imagectl.packages="nvidia-cuda-runtime-cu12==12.1.105,nvidia-cudnn-cu12==8.9.2.26,nvidia-nccl-cu12==2.20.5,torch==2.3.1,torchaudio==2.3.1,torchvision==0.18.1,triton==2.3.1" \
+      imagectl.profile="torch-2.3-cu121" \
+      imagectl.python="3.10" \
+      imagectl.version="0.1.0" \
+      org.opencontainers.image.base.name="docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04" \
+      org.opencontainers.image.description="PyTorch 2.3.1 with CUDA 12.1, Python 3.10" \
+      org.opencontainers.image.title="torch-2.3-cu121" \
+      org.opencontainers.image.vendor="imagectl" \
+      org.opencontainers.image.version="2.3.1"
