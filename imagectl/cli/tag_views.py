@@ -30,7 +30,7 @@ def format_moves(history: History) -> str:
     if not history.moves:
         return "no moves logged"
     names = digest_names(history)
-    rows = [{"when": m.when, "tag": m.tag, "action": m.action, "from": _name(m.previous, names),
+    rows = [{"when": m.when, "tag": m.tag, "action": m.action, "from": m.from_tag or _name(m.previous, names),
              "to": m.to_tag or _name(m.to, names), "by": m.by} for m in reversed(history.moves)]
     return format_table(rows, ("when", "tag", "action", "from", "to", "by"))
 

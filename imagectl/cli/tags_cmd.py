@@ -1,17 +1,20 @@
 """Commands over a profile's tags: history, rollback, promote, prune, import.
 
 With a registry configured they work on the registry alone (no Docker SDK is loaded, except by ``import``,
-which runs the in-image check); without one, on the local engine's tags.
+which runs the in-image check, and by a ``rollback``/``promote`` that finds a stale local copy of the moved tag
+to re-tag or remove, see :mod:`imagectl.images.local_tag`); without one, on the local engine's tags.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import click
 
+from ..config import MAX_MIN_AGE_DAYS
 from .app import echo_json, json_option, workspace
 
 
@@ -53,6 +56,8 @@ def cmd_history(ctx: click.Context, name: str, only_moves: bool, as_json: bool) 
         echo_json(moves_json(history) if only_moves else history_json(history))
     else:
         click.echo(format_moves(history) if only_moves else format_history(history))
+    for problem in history.problems:
+        _stderr(f"warning: {problem}")
 
 
 @click.command("rollback")
@@ -64,9 +69,13 @@ def cmd_history(ctx: click.Context, name: str, only_moves: bool, as_json: bool) 
 def cmd_rollback(ctx: click.Context, name: str, to: str | None, as_json: bool) -> None:
     """Point NAME's moving tag at the previous (or the named) image: one manifest read and one write."""
     from ..tags.moves import rollback
+    from ..tags.naming import check_source
 
+    if to:
+        check_source(to, "--to")
     managed, store = _open(ctx, name)
-    _report_move(rollback(store, to), managed.reference.familiar, as_json)
+    result = _follow_locally(ctx, managed, rollback(store, to))
+    _report_move(result, managed.reference.familiar, as_json)
 
 
 @click.command("promote")
@@ -79,11 +88,24 @@ def cmd_rollback(ctx: click.Context, name: str, to: str | None, as_json: bool) -
 def cmd_promote(ctx: click.Context, name: str, channel: str, source: str, as_json: bool) -> None:
     """Point a channel of NAME (stable, canary, ...) at an image; teams pin NAME:stable while builds go on."""
     from ..tags.moves import promote
-    from ..tags.naming import check_channel
+    from ..tags.naming import check_channel, check_source
 
     check_channel(channel)
+    check_source(source)
     managed, store = _open(ctx, name)
-    _report_move(promote(store, channel, source), managed.reference.familiar, as_json)
+    result = _follow_locally(ctx, managed, promote(store, channel, source))
+    _report_move(result, managed.reference.familiar, as_json)
+
+
+def _follow_locally(ctx: click.Context, managed: Any, result: Any) -> Any:
+    """``result`` with a note when this machine's local copy of the moved tag was re-tagged or removed
+    (registry mode only: without a registry the engine's own tag is the one that moved)."""
+    if not workspace(ctx).config.registry_url:
+        return result
+    from ..images.local_tag import follow_locally
+
+    note = follow_locally(managed.reference, result.tag, result.target, _engine_factory())
+    return replace(result, note="; ".join(filter(None, [result.note, note]))) if note else result
 
 
 def _report_move(result: Any, repository: str, as_json: bool) -> None:
@@ -100,7 +122,7 @@ def _report_move(result: Any, repository: str, as_json: bool) -> None:
 @click.argument("name")
 @click.option("--keep", required=True, type=click.IntRange(min=0), metavar="N",
               help="Keep the newest N immutable tags.")
-@click.option("--min-age-days", type=click.IntRange(min=0), metavar="DAYS",
+@click.option("--min-age-days", type=click.IntRange(min=0, max=MAX_MIN_AGE_DAYS), metavar="DAYS",
               help="Never delete a younger tag (default: [tags] prune_min_age_days, 7).")
 @click.option("--dry-run", is_flag=True, help="Print the plan, delete nothing.")
 @json_option

@@ -1,14 +1,20 @@
 """The Docker implementation of :class:`imagectl.engine.Engine`, over the Docker SDK.
 
-Only this module imports ``docker``; commands that need no engine never load it.
+Only this module imports ``docker``, and only when a :class:`DockerEngine` is made; commands that need no engine
+never load it.  :func:`inspect_over_socket` asks the Engine API one question without the SDK, for commands that
+must stay light when there is nothing for the engine to do (rollback's local-tag follow-up).
 """
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
+import socket
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Mapping
+from urllib.parse import quote
 
 from ..errors import BuildError, EngineError, NotFoundError
 from . import TAIL_LINES, ImageInfo, LineSink
@@ -210,3 +216,60 @@ def _short(exc: Exception) -> str:
     text = str(explanation or exc).strip()
     return text.splitlines()[-1] if text else type(exc).__name__
 
+
+# ---------------------------------------------------------------------------- one question without the SDK
+
+DEFAULT_SOCKET = "/var/run/docker.sock"
+_PROBE_TIMEOUT_S = 3.0
+_MAX_ANSWER = 4 * 1024 * 1024
+
+
+def engine_socket(docker_host: str) -> str | None:
+    """The unix socket of the engine ``DOCKER_HOST`` names (the default socket when it is empty), or None for
+    another kind of endpoint (tcp, ssh)."""
+    if not docker_host:
+        return DEFAULT_SOCKET
+    return docker_host.removeprefix("unix://") if docker_host.startswith("unix://") else None
+
+
+def inspect_over_socket(path: str, ref: str, timeout: float = _PROBE_TIMEOUT_S) -> Mapping[str, Any] | None:
+    """``docker image inspect REF`` through the Engine API on unix socket ``path``: the answer, or None (404).
+
+    Raises OSError when nothing answers there (no socket, no permission, another status), ValueError for an
+    answer that is not a JSON object.
+    """
+    connection = _UnixConnection(path, timeout)
+    try:
+        connection.request("GET", f"/images/{quote(ref, safe='/:@')}/json", headers={"Host": "docker"})
+        answer = connection.getresponse()
+        body = answer.read(_MAX_ANSWER + 1)
+    except http.client.HTTPException as exc:
+        raise OSError(f"engine at {path}: {exc}") from None
+    finally:
+        connection.close()
+    if answer.status == 404:
+        return None
+    if answer.status != 200 or len(body) > _MAX_ANSWER:
+        raise OSError(f"engine at {path} answered {answer.status}")
+    found = json.loads(body)
+    if not isinstance(found, dict):
+        raise ValueError(f"engine at {path}: inspect answered no JSON object")
+    return found
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """An HTTP connection over a unix socket (the Engine API's usual transport)."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._socket_path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._socket_path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock

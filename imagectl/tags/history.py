@@ -4,7 +4,9 @@ Everything is read from the tag store, so with a registry the registry is the so
 that can reach it reads the same history (the move log lives in the registry too, see :mod:`.store`).
 
 Reading costs one tag listing and one digest read per tag (:func:`read_listing`); :func:`read_history` adds
-one config read per distinct image and one read of the move log.  Everything here returns data; the CLI formats it.
+one config read per distinct image and one read of the move log (a listing and one GET per record, see
+:mod:`.store`).  A log that cannot be read in part is no error: what was skipped is in ``History.problems``.
+Everything here returns data; the CLI formats it.
 """
 
 from __future__ import annotations
@@ -89,27 +91,31 @@ class HistoryEntry:
 
 @dataclass(frozen=True)
 class History:
-    """A repository's history: entries newest first, pointers, and the move log (oldest first)."""
+    """A repository's history: entries newest first, pointers, the move log (oldest first) and what of the log
+    could not be read (one line each)."""
 
     repository: str
     entries: tuple[HistoryEntry, ...]
     pointers: Mapping[str, str]
     moves: tuple[Move, ...] = field(default=())
+    problems: tuple[str, ...] = field(default=())
 
 
 def read_history(store: TagStore) -> History:
     """The history of the store's repository.
 
-    Images whose config cannot be read show no creation time and the versions their tag names carry.
-    Raises RegistryError/EngineError when the tags or the move log cannot be read.
+    Images whose config cannot be read show no creation time and the versions their tag names carry; move log
+    entries that cannot be read are left out and described in ``problems``.  Raises RegistryError/EngineError
+    when the tags or the registry cannot be read at all.
     """
     listing = read_listing(store)
     facts: dict[str, tuple[str, Mapping[str, str]]] = {}
     wanted = {t.digest for t in listing.immutable} | set(listing.pointers.values())
     for digest in sorted(wanted):
         facts[digest] = _image_facts(store, digest)
+    moves = tuple(store.moves())
     return History(store.repository.familiar, tuple(history_entries(listing, facts)), dict(listing.pointers),
-                   tuple(store.moves()))
+                   moves, tuple(store.problems))
 
 
 def _image_facts(store: TagStore, digest: str) -> tuple[str, Mapping[str, str]]:
@@ -171,12 +177,13 @@ def moves_json(history: History) -> list[dict[str, Any]]:
 def digest_names(history: History) -> dict[str, str]:
     """digest -> the newest immutable tag naming it (entries are newest first), else the tag a logged move
     named it by (an image pruned since)."""
-    names = {m.to: m.to_tag for m in history.moves if m.to_tag and is_immutable(m.to_tag)}
+    names = {m.previous: m.from_tag for m in history.moves if m.previous and m.from_tag and is_immutable(m.from_tag)}
+    names.update({m.to: m.to_tag for m in history.moves if m.to_tag and is_immutable(m.to_tag)})
     names.update({e.digest: e.tag for e in reversed(history.entries) if e.immutable})
     return names
 
 
 def _move_json(move: Move, names: Mapping[str, str]) -> dict[str, Any]:
     return {"when": move.when, "tag": move.tag, "action": move.action, "by": move.by,
-            "from": move.previous, "from_tag": names.get(move.previous or ""),
+            "from": move.previous, "from_tag": move.from_tag or names.get(move.previous or ""),
             "to": move.to, "to_tag": move.to_tag or names.get(move.to)}

@@ -2,39 +2,55 @@
 
 A move is "just switching a tag": in a registry one manifest GET (of the target, which is also the last check
 that it still exists) and one manifest PUT (under the moving tag or channel); no layer is read or written,
-whatever the image's size.  Around it: a HEAD of the moving tag, the log's manifest, a HEAD of the one
-immutable tag the target is named by, a HEAD reading the tag back, and the log's append (GET, PUT, GET).
-Only a digest ``--to`` or a log that does not name the previous image reads the whole tag listing (one HEAD
-per tag).  The engine store does the same with ``docker inspect`` and ``docker tag``.
+whatever the image's size.  Around it, a rollback reads: a HEAD of the moving tag, the log's last move of it
+(one tag listing and usually one record GET, see :mod:`.store`), a HEAD of the one immutable tag the log names
+the target by, a HEAD reading the tag back, and the log's record (one PUT).  Only a digest ``--to`` or a log
+that does not name the previous image reads the whole tag listing with one HEAD per tag.  A promotion reads
+the last logged move of its source and of its channel (to name both images in the log).  The engine store
+does the same with ``docker inspect`` and ``docker tag``.
 
-Which image ``rollback`` goes back to (:func:`previous_target`):
+Which image ``rollback`` goes back to (:func:`previous_target`), from the log's last move of the tag that
+changed where it points:
 
-1. the image the moving tag pointed to before its last move, per the move log (a second rollback therefore
-   undoes the first, like ``cd -``; ``--to`` goes further back), when the log's last move of the tag is the
-   one that put it where it is now and that earlier image still has an immutable tag;
-2. otherwise (no log, a log that does not explain where the tag points), the newest immutable tag older, by
-   the time in its name, than the newest immutable tag of the current image.
+1. when that move put the tag where it is now: the image it pointed to before (a second rollback therefore
+   undoes the first, like ``cd -``; ``--to`` goes further back);
+2. when the tag moved again since without a log entry (a process killed between its tag PUT and its log record,
+   or a push by another tool): the image that move left it on, the log's last known position, which is where
+   the tag was before the unlogged move;
+3. otherwise (no log, an image of rule 1 or 2 that lost its immutable tags), the newest immutable tag older,
+   by the time in its name, than the newest immutable tag of the current image.
+
+Why the log is written after the tag PUT, not before: an entry written first would claim a move that never
+happened whenever the process died, or the PUT was refused, in between, and the next rollback would take that
+claim for the tag's last move.  Written after, the log only holds moves that happened; the one gap a kill can
+leave (rule 2) is visible, because the tag no longer points where the log's last move put it.
+
+A log that cannot be read (a corrupt record or ``imagectl-history`` written by another tool) is skipped: the
+rules fall back to the immutable tags alone and the result's note says so.
 
 ``--to`` (:func:`resolve_target`) names an immutable tag of the repository or a digest (``sha256:...``, or a
 unique prefix of at least 12 hex digits) one of them points to; anything else is an InputError listing the
-choices.  A move onto the image the tag already points to changes nothing and is not logged.
+choices.  Reserved names (``imagectl-*``, :func:`.naming.check_source`) are refused as ``--to`` and
+``--from`` and as channels (:func:`.naming.check_channel`).  A move onto the image the tag already points to
+changes nothing and is not logged.
 
 Races: the target's GET right before the PUT fails when a concurrent prune deleted it (OperationError, the
 tag stays where it was); after the PUT the tag is read back, and if a concurrent manifest delete took it
 down it is put back from the manifest bytes just written (the layers stay until garbage collection).  Two
-concurrent moves both land on valid images; the last PUT wins and both are logged.
+concurrent moves both land on valid images; the last PUT wins and both are logged (each move is its own
+record, :mod:`.store`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import ImagectlError, InputError, NotFoundError, OperationError
 from ..reference import check_tag
 from .history import TagInfo, TagListing, read_listing
-from .naming import MOVING_TAG, check_channel, is_immutable, short_digest, tag_time
-from .store import Move, TagStore, now, who
+from .naming import MOVING_TAG, check_channel, check_source, is_immutable, short_digest, tag_time
+from .store import Move, TagStore, last_real_move, now, who
 
 _CHOICES_SHOWN = 10
 _MIN_PREFIX = len("sha256:") + 12
@@ -55,32 +71,40 @@ class MoveResult:
 def rollback(store: TagStore, to: str | None = None) -> MoveResult:
     """Point the moving tag at the previous image (see the module docstring) or at ``to``.
 
-    The usual cases read no tag listing: the moving tag, the log and the one immutable tag the target is named
-    by are read directly; only a digest ``to``, or a log that does not name the previous image, reads every
-    tag.  Raises InputError for a ``to`` that names no immutable image of the repository, OperationError when
-    there is nothing to roll back to or the target vanished, RegistryError/EngineError from the store.
+    The usual cases read one tag listing and no HEAD per tag: the moving tag, its last logged move and the one
+    immutable tag the target is named by are read directly; only a digest ``to``, or a log that does not name
+    the previous image, reads every tag.  Raises ValidationError for a reserved ``to``, InputError for a ``to``
+    that names no immutable image of the repository, OperationError when there is nothing to roll back to or
+    the target vanished, RegistryError/EngineError from the store.
     """
+    if to:
+        check_source(to, "--to")
     current = store.digest(MOVING_TAG)
+    last = store.last_move(MOVING_TAG)
     if to:
         target = _named_target(store, to)
     else:
-        moves = store.moves()
-        target = _logged_previous(store, current, moves) or previous_target(current, moves, read_listing(store))
-    return guarded_move(store, MOVING_TAG, target.digest, target.tag, current, "rollback")
+        logged = [last] if last else []
+        target = _logged_previous(store, current, last) or previous_target(current, logged, read_listing(store))
+    result = guarded_move(store, MOVING_TAG, target.digest, target.tag, current, "rollback",
+                          position_name(last, current))
+    return _with_log_problems(result, store)
 
 
 def promote(store: TagStore, channel: str, source: str = MOVING_TAG) -> MoveResult:
     """Point ``channel`` at ``source``: an immutable tag, a digest, ``latest`` (the image the moving tag points
     to now) or another channel.
 
-    Raises ValidationError for a bad channel name, InputError for an unknown source, OperationError when the
-    source tag does not exist or the target vanished, RegistryError/EngineError from the store.
+    Raises ValidationError for a bad channel name or a reserved source, InputError for an unknown source,
+    OperationError when the source tag does not exist or the target vanished, RegistryError/EngineError from
+    the store.
     """
     check_channel(channel)
+    check_source(source)
     current = store.digest(channel)
     if is_immutable(source) or source.startswith("sha256:"):
         info = _named_target(store, source)
-        return guarded_move(store, channel, info.digest, info.tag, current, "promote")
+        return _with_log_problems(guarded_move(store, channel, info.digest, info.tag, current, "promote"), store)
     digest = store.digest(check_tag(source))
     if digest is None:
         if source != MOVING_TAG:
@@ -88,7 +112,16 @@ def promote(store: TagStore, channel: str, source: str = MOVING_TAG) -> MoveResu
             raise InputError(f"--from {source!r}: {store.repository.familiar} has no such tag ({choices})")
         raise OperationError(f"{store.repository.familiar}:{source} does not exist yet:"
                              " nothing to promote (build or import first)")
-    return guarded_move(store, channel, digest, logged_name(digest, store.moves()), current, "promote")
+    name = position_name(store.last_move(source), digest)
+    return _with_log_problems(guarded_move(store, channel, digest, name, current, "promote"), store)
+
+
+def _with_log_problems(result: MoveResult, store: TagStore) -> MoveResult:
+    """``result`` with a note when reading the move log skipped something (then the immutable tags decided)."""
+    if not store.problems:
+        return result
+    note = f"the move log has {len(store.problems)} unreadable part(s), ignored (see imagectl history)"
+    return replace(result, note="; ".join(filter(None, [result.note, note])))
 
 
 def _named_target(store: TagStore, spec: str) -> TagInfo:
@@ -100,25 +133,34 @@ def _named_target(store: TagStore, spec: str) -> TagInfo:
     return resolve_target(spec, read_listing(store), store.repository.familiar)
 
 
-def _logged_previous(store: TagStore, current: str | None, moves: Sequence[Move]) -> TagInfo | None:
-    """Rule 1 of :func:`previous_target` read cheaply: the previous image by the immutable tag the log named
-    it by, if that tag still points to it; None when the log does not tell (then the listing decides)."""
-    real = [m for m in moves if m.tag == MOVING_TAG and m.previous != m.to]
-    if current is None or not real or real[-1].to != current or not real[-1].previous:
+def logged_previous(last: Move | None, current: str | None) -> str | None:
+    """The image a rollback from ``current`` goes back to per the log's last real move ``last`` of the tag (rules
+    1 and 2 of the module docstring), or None when the log does not tell (pure)."""
+    if last is None or current is None:
         return None
-    previous = real[-1].previous
-    name = logged_name(previous, moves)
-    if name is None or store.digest(name) != previous:
+    if last.to == current:
+        return last.previous
+    return last.to
+
+
+def position_name(last: Move | None, digest: str | None) -> str | None:
+    """The immutable tag the log's last move ``last`` of a tag names ``digest`` by, when that move left the tag
+    on ``digest`` (its ``to_tag``), or None (pure)."""
+    if last is None or digest is None or last.to != digest:
+        return None
+    return last.to_tag if last.to_tag and is_immutable(last.to_tag) else None
+
+
+def _logged_previous(store: TagStore, current: str | None, last: Move | None) -> TagInfo | None:
+    """Rules 1 and 2 of :func:`previous_target` read cheaply: the previous image by the immutable tag the log
+    named it by, if that tag still points to it; None when the log does not tell (then the listing decides)."""
+    previous = logged_previous(last, current)
+    if last is None or previous is None:
+        return None
+    name = last.from_tag if last.to == current else last.to_tag
+    if not name or not is_immutable(name) or store.digest(name) != previous:
         return None
     return TagInfo(name, previous, tag_time(name))  # type: ignore[arg-type]
-
-
-def logged_name(digest: str, moves: Sequence[Move]) -> str | None:
-    """The immutable tag the newest logged move onto ``digest`` named it by, or None (pure)."""
-    for m in reversed(moves):
-        if m.to == digest and m.to_tag and is_immutable(m.to_tag):
-            return m.to_tag
-    return None
 
 
 def previous_target(current: str | None, moves: Sequence[Move], listing: TagListing, tag: str = MOVING_TAG) -> TagInfo:
@@ -128,10 +170,9 @@ def previous_target(current: str | None, moves: Sequence[Move], listing: TagList
     """
     if current is None:
         raise OperationError(f"{tag} does not exist yet: nothing to roll back (name an image with --to)")
-    real = [m for m in moves if m.tag == tag and m.previous != m.to]
-    last = real[-1] if real else None
-    if last is not None and last.to == current and last.previous:
-        earlier = listing.tags_of(last.previous)
+    previous = logged_previous(last_real_move(moves, tag), current)
+    if previous is not None:
+        earlier = listing.tags_of(previous)
         if earlier:
             return earlier[0]
     mine = listing.tags_of(current)
@@ -173,25 +214,40 @@ def _choices(listing: TagListing) -> str:
 
 
 def guarded_move(store: TagStore, tag: str, target: str, target_tag: str | None, current: str | None,
-                 action: str) -> MoveResult:
+                 action: str, current_tag: str | None = None) -> MoveResult:
     """Point ``tag`` at image ``target`` (named by immutable tag ``target_tag``) unless it is there already;
     read it back, repair it if a concurrent manifest delete took it down, and log the move as ``action``.
 
-    Raises OperationError when the target no longer exists (the tag is left where it was).
+    ``current_tag`` names ``current`` in the log entry; when not given it is looked up in the log's last move of
+    ``tag`` (one listing and usually one record read in a registry).  The log is written after the move (why:
+    the module docstring); a log that cannot be written leaves the move done, with a note.  Raises
+    OperationError when the target no longer exists (the tag is left where it was).
     """
     if current == target:
         return MoveResult(tag, current, target, target_tag, changed=False)
+    if current_tag is None and current is not None:
+        current_tag = _current_name(store, tag, current)
     try:
         store.point(tag, target)
     except NotFoundError:
         raise OperationError(f"{target_tag or 'image'} ({short_digest(target)}) no longer exists"
                              f" (deleted by a concurrent prune?); {tag} stays on {short_digest(current)}") from None
     note = _read_back(store, tag, target)
+    move = Move(tag=tag, to=target, previous=current, action=action, when=now(), by=who(), to_tag=target_tag,
+                from_tag=current_tag)
     try:
-        store.record(Move(tag=tag, to=target, previous=current, action=action, when=now(), by=who(), to_tag=target_tag))
+        store.record(move)
     except ImagectlError as exc:  # the move is done: a lost log entry must not report it as failed
         note = "; ".join(filter(None, [note, f"moved, but the move log could not be written: {exc}"]))
     return MoveResult(tag, current, target, target_tag, changed=True, note=note)
+
+
+def _current_name(store: TagStore, tag: str, current: str) -> str | None:
+    """The immutable tag the log's last move of ``tag`` names ``current`` by; None when the log cannot tell."""
+    try:
+        return position_name(store.last_move(tag), current)
+    except ImagectlError:  # only a name for the log entry: the move itself must not fail for it
+        return None
 
 
 def _read_back(store: TagStore, tag: str, target: str) -> str:

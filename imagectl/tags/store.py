@@ -2,19 +2,55 @@
 
 Both stores offer the same small interface, so history, rollback, promotion and pruning are written once:
 
-- ``tags()``: every tag of the repository;
+- ``tags()``: every tag of the repository but imagectl's own records (``imagectl-*``, see
+  :func:`.naming.is_reserved`), so no listing, plan or prune ever sees them;
 - ``digest(tag)``: what a tag points to (manifest digest in a registry, image id in the engine), or None;
 - ``exists(target)``: whether the image ``target`` (a digest/id) is still there;
 - ``point(tag, target)``: move ``tag`` to the image ``target`` (a digest/id) — in a registry one manifest GET
   and one manifest PUT, no layer moves;
 - ``delete(tag)``, ``labels(target)`` and ``created(target)``;
-- ``moves()`` and ``record(move)``: the log of past moves of moving tags and channels;
+- the log of past moves of moving tags and channels: ``moves()`` (oldest first, at most the newest
+  :data:`MOVES_READ`), ``last_move(tag)`` (the newest logged move that took ``tag`` somewhere else, read
+  cheaply) and ``record(move)``; ``problems`` collects what reading the log skipped (a corrupt or foreign
+  record) so ``history`` can report it;
 - ``tag_with_key(key)``: the newest immutable tag whose key part is ``key``'s (a build with that build key,
   or an import of that source, exists): one tag listing.
 
-The registry keeps the log itself, as the annotations of a small manifest tagged ``imagectl-history`` in the
-same repository, so any machine that can reach the registry sees the same history.  The local engine keeps it
-in a JSON file under ``$XDG_STATE_HOME/imagectl/history`` (appends are serialised with a lock file).
+The move log in a registry
+--------------------------
+The registry keeps the log itself, in the profile's own repository, so any machine that can reach it sees the
+same history.  Each move is its own record: a small OCI artifact manifest (``artifactType``
+``application/vnd.imagectl.move.v1+json``, the empty config ``{}``, no layers) whose annotation
+``org.imagectl.move`` holds the move as JSON, under the tag :func:`record_tag` makes::
+
+    imagectl-move-<UTC time with microseconds>-<12 random hex digits>-<the tag moved>
+
+(a moved tag too long for that is replaced by ``_`` and 24 hex digits of its sha256).  Names sort by the time
+each record was written, so the log is the set of these tags read back in name order.  The single manifest
+``imagectl-history`` earlier versions kept (every move in one annotation, rewritten on each move) is still
+read, as the oldest part of the log, and never written again: a repository migrates by simply being used.
+
+Guarantee: a move whose record PUT the registry answered stays in the log while it is among the newest
+:data:`MOVES_KEEP` records.  Writers never read, merge or rewrite each other's records, so concurrent
+writers (processes, machines, any number) cannot erase each other's entries; each record's manifest is unique
+(it carries its own tag name), so a manifest delete never takes another record down; ``prune`` never sees
+``imagectl-*`` tags.  Not guaranteed: a process killed between moving a tag and writing its record leaves that
+move unlogged (``rollback`` then starts from the log's last known position, see :mod:`.moves`), and records
+from machines whose clocks disagree are ordered by their clocks.  ``record`` deletes a few records beyond the
+newest MOVES_KEEP per call, so the repository does not fill up with them.  A record or legacy log that cannot
+be read (corrupt, written by another tool) is skipped and described in ``problems``, never an error.
+
+Requests (registry): ``record`` is one manifest PUT (the first time in a repository without the empty config
+blob: a failed PUT, one blob upload and the PUT again; with more than MOVES_KEEP records, one GET and one
+DELETE per old record removed, at most :data:`TRIM_PER_RECORD`).  ``last_move(tag)`` is one tag listing and
+one manifest GET per record of ``tag`` (its name says which tag it moved), newest first, until one moved it:
+usually one GET, plus one GET of ``imagectl-history`` only when no record moved ``tag`` and that tag exists.
+``moves()`` (``history``) is one tag listing, one GET per record (at most MOVES_READ) and one GET of
+``imagectl-history`` when the repository still has one.
+
+The local engine keeps its log in a JSON file under ``$XDG_STATE_HOME/imagectl/history`` (appends are
+serialised with a lock file, so none is lost; a file that cannot be read is kept beside it as ``.unreadable``
+before the next append).
 
 Races: a registry that cannot delete a tag alone deletes the manifest, and with it every tag pointing to it.
 A :class:`RegistryTagStore` therefore keeps the bytes of every manifest it has read for ``point`` or deleted,
@@ -26,24 +62,39 @@ from __future__ import annotations
 
 import fcntl
 import getpass
+import hashlib
 import json
 import os
+import re
+import secrets
 import socket
 import threading
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
-from ..errors import NotFoundError, OperationError, RegistryError
+from ..errors import AuthError, NotFoundError, OperationError, RegistryError
 from ..reference import Reference
-from .naming import tags_with_key
+from .naming import RESERVED_PREFIX, is_immutable, is_reserved, tags_with_key
 
-HISTORY_TAG = "imagectl-history"
+MOVE_PREFIX = f"{RESERVED_PREFIX}move-"
+MOVE_ARTIFACT = "application/vnd.imagectl.move.v1+json"
+MOVE_ANNOTATION = "org.imagectl.move"
+RECORD_ANNOTATION = "org.imagectl.move.record"  # the record's own tag: makes every record's manifest unique
+HISTORY_TAG = f"{RESERVED_PREFIX}history"  # the single-manifest log of earlier versions: read, never written
 HISTORY_ANNOTATION = "org.imagectl.history"
-HISTORY_KEEP = 500
+HISTORY_KEEP = 500  # moves the local engine's log file keeps
+MOVES_READ = 500  # the newest records moves() and last_move() read
+MOVES_KEEP = 2000  # records older than the newest MOVES_KEEP are deleted by record(), a few at a time
+TRIM_PER_RECORD = 10
+_MAX_TAG = 128
+_RECORD_RE = re.compile(r"^imagectl-move-[0-9]{8}T[0-9]{12}Z-[0-9a-f]{12}-(?P<key>[A-Za-z0-9_.-]+)$")
+_KEY_ROOM = _MAX_TAG - len("imagectl-move-20240101T000000000000Z-000000000000-")
 _EMPTY_CONFIG = b"{}"
 _EMPTY_CONFIG_DIGEST = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+_OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
 
 @dataclass(frozen=True)
@@ -57,6 +108,7 @@ class Move:
     when: str
     by: str
     to_tag: str | None = None  # the immutable tag moved to, when known
+    from_tag: str | None = None  # the immutable tag of ``previous``, when known
 
 
 def who() -> str:
@@ -77,6 +129,7 @@ class TagStore(Protocol):
     """The tag operations history, rollback, promotion and prune need."""
 
     repository: Reference
+    problems: list[str]
 
     def tags(self) -> list[str]: ...
     def digest(self, tag: str) -> str | None: ...
@@ -86,8 +139,114 @@ class TagStore(Protocol):
     def labels(self, target: str) -> Mapping[str, str]: ...
     def created(self, target: str) -> str: ...
     def moves(self) -> list[Move]: ...
+    def last_move(self, tag: str) -> Move | None: ...
     def record(self, move: Move) -> None: ...
     def tag_with_key(self, key: str) -> str | None: ...
+
+
+# --------------------------------------------------------------------------------------------- the log, pure
+
+
+def record_key(tag: str) -> str:
+    """How a record's tag names the tag moved: the tag itself, or ``_`` and 24 hex digits of its sha256 when it
+    is too long to fit (pure)."""
+    return tag if len(tag) <= _KEY_ROOM else "_" + hashlib.sha256(tag.encode()).hexdigest()[:24]
+
+
+def record_tag(tag: str, when: datetime, nonce: str) -> str:
+    """The tag of the log record of a move of ``tag`` written at ``when`` (UTC) with ``nonce`` (12 hex digits):
+    names sort by ``when`` (pure)."""
+    return f"{MOVE_PREFIX}{when.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%S%fZ')}-{nonce}-{record_key(tag)}"
+
+
+def key_of_record(name: str) -> str | None:
+    """The :func:`record_key` a record tag ``name`` carries, or None for a name :func:`record_tag` did not make."""
+    match = _RECORD_RE.match(name)
+    return match["key"] if match else None
+
+
+def record_body(move: Move, name: str) -> bytes:
+    """The manifest bytes of the record ``name`` of ``move`` (pure; see the module docstring)."""
+    body = {
+        "schemaVersion": 2,
+        "mediaType": _OCI_MANIFEST,
+        "artifactType": MOVE_ARTIFACT,
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": _EMPTY_CONFIG_DIGEST, "size": 2},
+        "layers": [],
+        "annotations": {MOVE_ANNOTATION: json.dumps(asdict(move), sort_keys=True), RECORD_ANNOTATION: name},
+    }
+    return json.dumps(body, sort_keys=True).encode()
+
+
+def last_real_move(moves: Sequence[Move], tag: str) -> Move | None:
+    """The newest of ``moves`` (oldest first) that took ``tag`` somewhere else (pure)."""
+    return next((m for m in reversed(moves) if m.tag == tag and m.previous != m.to), None)
+
+
+def with_from_tags(moves: Sequence[Move]) -> list[Move]:
+    """``moves`` (oldest first) with ``from_tag`` filled in where the log names the image a move left: the
+    immutable tag of the newest earlier move onto it (pure; for logs written before moves carried it)."""
+    names: dict[str, str] = {}
+    out = []
+    for m in moves:
+        if m.from_tag is None and m.previous in names:
+            m = replace(m, from_tag=names[m.previous])
+        out.append(m)
+        if m.to_tag and is_immutable(m.to_tag):
+            names[m.to] = m.to_tag
+    return out
+
+
+_MOVE_FIELDS = frozenset(f.name for f in fields(Move))
+_REQUIRED = ("tag", "to", "action", "when", "by")
+
+
+def move_from_json(item: Any) -> Move:
+    """A Move from its JSON object; keys a newer imagectl may add are ignored, so older clients can still read it.
+
+    Raises ValueError for anything that is not a move (not an object, a missing or non-text field).
+    """
+    if not isinstance(item, dict):
+        raise ValueError("a move is not a JSON object")
+    values = {k: v for k, v in item.items() if k in _MOVE_FIELDS}
+    for name in _MOVE_FIELDS:
+        required = name in _REQUIRED
+        value = values.get(name)
+        if (required and not (isinstance(value, str) and value)) or not (value is None or isinstance(value, str)):
+            raise ValueError(f"a move without a text {name!r}")
+    return Move(**values)
+
+
+def parse_moves(text: Any, where: str) -> tuple[list[Move], list[str]]:
+    """(the moves of a whole-log JSON list, what was skipped): never raises; an unreadable log or entry is
+    described in the second list, one line each."""
+    try:
+        items = json.loads(text)
+    except (ValueError, TypeError) as exc:
+        return [], [f"{where}: unreadable move log ({_first_line(exc)}); ignored"]
+    if not isinstance(items, list):
+        return [], [f"{where}: the move log is not a JSON list; ignored"]
+    moves, bad = [], 0
+    for item in items:
+        try:
+            moves.append(move_from_json(item))
+        except ValueError:
+            bad += 1
+    return moves, ([f"{where}: {bad} of {len(items)} move entries unreadable; ignored"] if bad else [])
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _annotations(manifest: Any) -> Mapping[str, Any]:
+    """The annotations of a manifest; raises RegistryError for bytes that are not a JSON object."""
+    found = manifest.json().get("annotations")
+    return found if isinstance(found, dict) else {}
+
+
+# --------------------------------------------------------------------------------------------- registry
 
 
 class RegistryTagStore:
@@ -96,14 +255,19 @@ class RegistryTagStore:
     def __init__(self, client: Any, repository: Reference) -> None:
         self.client = client
         self.repository = repository
+        self.problems: list[str] = []
         self._path = repository.path
         self._configs: dict[str, Any] = {}
         self._manifests: dict[str, Any] = {}  # digest -> Manifest read for point() or kept before a delete
+        self._records: list[str] = []  # the record tags the last listing showed, oldest first
 
     def tags(self) -> list[str]:
-        """Every tag but the history tag; [] for a repository that does not exist yet."""
+        """Every tag but imagectl's own records; [] for a repository that does not exist yet."""
+        return sorted(t for t in self._all_tags() if not is_reserved(t))
+
+    def _all_tags(self) -> list[str]:
         try:
-            return sorted(t for t in self.client.list_tags(self._path) if t != HISTORY_TAG)
+            return list(self.client.list_tags(self._path))
         except NotFoundError:
             return []
 
@@ -186,44 +350,107 @@ class RegistryTagStore:
         created = self._config(target).created
         return created.isoformat() if created else ""
 
-    def moves(self) -> list[Move]:
-        """The move log, oldest first ([] when there is none yet)."""
-        return self._read_log()[0]
+    # -- the move log
 
-    def _read_log(self) -> tuple[list[Move], bool]:
-        """(moves, whether the history manifest exists)."""
-        try:
-            manifest = self.client.get_manifest(self._path, HISTORY_TAG)
-        except NotFoundError:
-            return [], False
-        text = (manifest.json().get("annotations") or {}).get(HISTORY_ANNOTATION, "[]")
-        return _parse_moves(text, f"{self.repository}:{HISTORY_TAG}"), True
+    def moves(self) -> list[Move]:
+        """The move log, oldest first: the legacy ``imagectl-history`` moves, then the newest MOVES_READ records.
+
+        Unreadable records are skipped (see ``problems``).  Raises RegistryError when the registry cannot be read.
+        """
+        names, legacy = self._log_tags()
+        found = self._legacy_moves() if legacy else []
+        found += [m for m in map(self._read_record, names[-MOVES_READ:]) if m is not None]
+        return found[-MOVES_READ:]
+
+    def last_move(self, tag: str) -> Move | None:
+        """The newest logged move that took ``tag`` somewhere else, or None: reads only records of ``tag``,
+        newest first (see the module docstring).  Raises RegistryError when the registry cannot be read."""
+        names, legacy = self._log_tags()
+        key = record_key(tag)
+        for name in reversed(names[-MOVES_READ:]):
+            if key_of_record(name) in (key, None):
+                move = self._read_record(name)
+                if move is not None and move.tag == tag and move.previous != move.to:
+                    return move
+        return last_real_move(self._legacy_moves(), tag) if legacy else None
 
     def record(self, move: Move) -> None:
-        """Append ``move`` to the log: read, append, write; checked once and retried on a lost race.
+        """Add ``move`` to the log as a record of its own (see the module docstring), then delete a few records
+        beyond the newest MOVES_KEEP.  Raises RegistryError (AuthError) when the record cannot be written."""
+        from ..registry.manifest import Manifest
 
-        Raises RegistryError when the move cannot be recorded after three tries.
-        """
-        from ..registry.manifest import OCI_MANIFEST, Manifest
+        name = record_tag(move.tag, datetime.now(timezone.utc), secrets.token_hex(6))
+        manifest = Manifest.from_bytes(record_body(move, name), _OCI_MANIFEST)
+        try:
+            self.client.put_manifest(self._path, name, manifest)
+        except AuthError:
+            raise
+        except RegistryError:  # most likely the empty config blob is not in this repository yet
+            self.client.upload_blob(self._path, _EMPTY_CONFIG, _EMPTY_CONFIG_DIGEST)
+            self.client.put_manifest(self._path, name, manifest)
+        self._trim()
 
-        for _ in range(3):
-            logged, exists = self._read_log()
-            moves = (logged + [move])[-HISTORY_KEEP:]
-            if not exists and not self.client.blob_exists(self._path, _EMPTY_CONFIG_DIGEST):
-                self.client.upload_blob(self._path, _EMPTY_CONFIG, _EMPTY_CONFIG_DIGEST)
-            body = {
-                "schemaVersion": 2,
-                "mediaType": OCI_MANIFEST,
-                "artifactType": "application/vnd.imagectl.history.v1+json",
-                "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": _EMPTY_CONFIG_DIGEST, "size": 2},
-                "layers": [],
-                "annotations": {HISTORY_ANNOTATION: json.dumps([asdict(m) for m in moves], sort_keys=True)},
-            }
-            raw = json.dumps(body, sort_keys=True).encode()
-            self.client.put_manifest(self._path, HISTORY_TAG, Manifest.from_bytes(raw, OCI_MANIFEST))
-            if move in self.moves():
+    def _log_tags(self) -> tuple[list[str], bool]:
+        """(the record tags, oldest first; whether ``imagectl-history`` exists): one tag listing."""
+        tags = self._all_tags()
+        self._records = sorted(t for t in tags if t.startswith(MOVE_PREFIX))
+        return self._records, HISTORY_TAG in tags
+
+    def _read_record(self, name: str) -> Move | None:
+        """The move record ``name`` holds: None when it was deleted meanwhile, or (noted) when it is no record."""
+        try:
+            text = _annotations(self.client.get_manifest(self._path, name)).get(MOVE_ANNOTATION)
+            if not isinstance(text, str):
+                raise ValueError(f"no {MOVE_ANNOTATION} annotation")
+            return move_from_json(json.loads(text))
+        except NotFoundError:
+            return None
+        except AuthError:
+            raise
+        except (RegistryError, ValueError) as exc:
+            self._note(f"{self.repository.familiar}:{name}: not a readable move record ({_first_line(exc)});"
+                       " ignored")
+            return None
+
+    def _legacy_moves(self) -> list[Move]:
+        """The moves of ``imagectl-history`` (earlier versions' log), oldest first; [] (noted) if unreadable."""
+        where = f"{self.repository.familiar}:{HISTORY_TAG}"
+        try:
+            text = _annotations(self.client.get_manifest(self._path, HISTORY_TAG)).get(HISTORY_ANNOTATION, "[]")
+        except NotFoundError:
+            return []
+        except AuthError:
+            raise
+        except RegistryError as exc:
+            self._note(f"{where}: unreadable move log ({_first_line(exc)}); ignored")
+            return []
+        moves, problems = parse_moves(text, where)
+        for problem in problems:
+            self._note(problem)
+        return with_from_tags(moves)
+
+    def _trim(self) -> None:
+        """Delete the oldest records beyond the newest MOVES_KEEP the last listing showed, TRIM_PER_RECORD at
+        most, and only manifests that are records (their annotation names their own tag).  A registry that
+        refuses deletes keeps them all: the log stays right, only longer."""
+        excess = self._records[:max(0, len(self._records) - MOVES_KEEP)][:TRIM_PER_RECORD]
+        for name in excess:
+            try:
+                manifest = self.client.get_manifest(self._path, name)
+                if _annotations(manifest).get(RECORD_ANNOTATION) == name:
+                    self.client.delete_manifest(self._path, manifest.digest)
+            except NotFoundError:
+                continue
+            except RegistryError:
                 return
-        raise RegistryError(f"{self.repository}: could not record the move of {move.tag} (concurrent writers)")
+            self._records.remove(name)
+
+    def _note(self, problem: str) -> None:
+        if problem not in self.problems:
+            self.problems.append(problem)
+
+
+# --------------------------------------------------------------------------------------------- local engine
 
 
 class EngineTagStore:
@@ -232,6 +459,7 @@ class EngineTagStore:
     def __init__(self, engine: Any, repository: Reference, state_dir: Path | None = None) -> None:
         self.engine = engine
         self.repository = repository
+        self.problems: list[str] = []
         self._name = repository.familiar
         base = state_dir or (
             Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "imagectl" / "history"
@@ -239,9 +467,8 @@ class EngineTagStore:
         self._log = base / (self._name.replace("/", "_").replace(":", "_") + ".json")
 
     def tags(self) -> list[str]:
-        """Every local tag of the repository."""
-        found = self.engine.list_tags(self._name)
-        return sorted(found)
+        """Every local tag of the repository but reserved ones."""
+        return sorted(t for t in self.engine.list_tags(self._name) if not is_reserved(t))
 
     def tag_with_key(self, key: str) -> str | None:
         """The newest local immutable tag with ``key``'s key part, or None (one image listing)."""
@@ -277,36 +504,48 @@ class EngineTagStore:
         return info.created if info else ""
 
     def moves(self) -> list[Move]:
-        """The local move log, oldest first."""
+        """The local move log, oldest first; what cannot be read is skipped and noted in ``problems``."""
+        return self._read()[0]
+
+    def last_move(self, tag: str) -> Move | None:
+        """The newest logged move that took ``tag`` somewhere else, or None."""
+        return last_real_move(with_from_tags(self.moves()), tag)
+
+    def _read(self) -> tuple[list[Move], str | None]:
+        """(the logged moves, the file's text when some of it could not be read)."""
         if not self._log.is_file():
-            return []
-        return _parse_moves(self._log.read_text(encoding="utf-8"), str(self._log))
+            return [], None
+        try:
+            text = self._log.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            self._note(f"{self._log}: unreadable move log ({_first_line(exc)}); ignored")
+            return [], None
+        moves, problems = parse_moves(text, str(self._log))
+        for problem in problems:
+            self._note(problem)
+        return moves, (text if problems else None)
 
     def record(self, move: Move) -> None:
         """Append ``move`` to the local log (written to a temporary file, then renamed).
 
         Concurrent appends (other processes or threads) are serialised by an exclusive lock on a file beside
-        the log, so none is lost.  Raises OperationError if the state directory cannot be written.
+        the log, so none is lost.  A log that cannot be read in full is copied to ``.unreadable`` first, never
+        lost silently.  Raises OperationError if the state directory cannot be written.
         """
         try:
             self._log.parent.mkdir(parents=True, exist_ok=True)
             with open(self._log.with_suffix(".lock"), "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-                moves = (self.moves() + [move])[-HISTORY_KEEP:]
+                logged, unreadable = self._read()
+                if unreadable is not None:
+                    self._log.with_suffix(".unreadable").write_text(unreadable, encoding="utf-8")
+                moves = (logged + [move])[-HISTORY_KEEP:]
                 tmp = self._log.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
                 tmp.write_text(json.dumps([asdict(m) for m in moves], indent=1, sort_keys=True), encoding="utf-8")
                 tmp.replace(self._log)
         except OSError as exc:
             raise OperationError(f"cannot write the move log {self._log}: {exc.strerror or exc}") from None
 
-
-_MOVE_FIELDS = frozenset(f.name for f in fields(Move))
-
-
-def _parse_moves(text: str, where: str) -> list[Move]:
-    """The moves of a log; keys a newer imagectl may add are ignored, so older clients can still read it."""
-    try:
-        items = json.loads(text)
-        return [Move(**{k: v for k, v in item.items() if k in _MOVE_FIELDS}) for item in items]
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise OperationError(f"{where}: unreadable move log ({exc})") from None
+    def _note(self, problem: str) -> None:
+        if problem not in self.problems:
+            self.problems.append(problem)

@@ -28,7 +28,8 @@ from imagectl.tags.history import read_listing
 from imagectl.tags.moves import promote, rollback
 from imagectl.tags.prune import execute_prune, plan_prune
 from imagectl.tags.moves import guarded_move
-from imagectl.tags.store import RegistryTagStore
+from imagectl.registry.manifest import OCI_MANIFEST, Manifest
+from imagectl.tags.store import HISTORY_ANNOTATION, HISTORY_TAG, MOVE_PREFIX, RegistryTagStore
 from tests.integration.conftest import login
 from tests.integration.support.registry import make_sample_image, push_sample_image
 
@@ -133,8 +134,11 @@ def test_history_rollback_promote_prune_against_the_registry(run_cli, tmp_path, 
     assert tag_of(2) in client.list_tags(repo)
     pruned = run_cli("prune", PROFILE, "--keep", "1")
     assert pruned.code == 0, pruned.err
-    remaining = [tag_of(4), tag_of(3), tag_of(1), "latest", "stable", "imagectl-history"]
-    assert sorted(client.list_tags(repo)) == sorted(remaining)
+    remaining = [tag_of(4), tag_of(3), tag_of(1), "latest", "stable"]
+    listed = client.list_tags(repo)
+    assert sorted(t for t in listed if not t.startswith("imagectl-")) == sorted(remaining)
+    records = [t for t in listed if t.startswith(MOVE_PREFIX)]
+    assert len(records) == 6 and HISTORY_TAG not in listed  # 4 builds, a rollback, a promotion; each its own
     assert skopeo_digest(registry.host, repo, tag_of(2)) is None
     assert skopeo_digest(registry.host, repo, "latest") == digests[3]
 
@@ -168,12 +172,12 @@ def test_registry_mode_does_not_load_the_docker_sdk(tmp_path, registry):
     config(tmp_path, registry.host, "nodocker")
     code = ("import sys; from imagectl.cli import main; "
             f"codes = [main(['history', '{PROFILE}']), main(['rollback', '{PROFILE}']),"
-            f" main(['prune', '{PROFILE}', '--keep', '5'])]; "
+            f" main(['promote', '{PROFILE}', '--channel', 'stable']), main(['prune', '{PROFILE}', '--keep', '5'])]; "
             "print(codes, 'docker' in sys.modules)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGECTL_")}
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
                           timeout=60, check=False)
-    assert proc.stdout.strip().splitlines()[-1] == "[0, 0, 0] False", proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[0, 0, 0, 0] False", proc.stderr
 
 
 @pytest.mark.parametrize("kind", ["htpasswd", "token"])
@@ -198,6 +202,159 @@ def test_tags_with_authentication(kind, run_cli, tmp_path, auth_registry, token_
     rows = json.loads(run_cli("history", PROFILE, "--json").out)
     assert [(r["tag"], r["current"]) for r in rows] == [(tag_of(3), False), (tag_of(2), True)]
     assert server.password not in json.dumps(rows)
+
+
+# --------------------------------------------------------------------------------------------- the move log
+
+
+def seed_unlogged(client: RegistryClient, repo: str, days=(1, 2, 3)) -> dict[int, str]:
+    """Images under their immutable tags and ``latest`` on the newest, with no move log at all."""
+    digests = {}
+    for day in days:
+        image = make_sample_image({"layer.txt": f"{repo} built on day {day}\n".encode()}, labels=LABELS)
+        digests[day] = push_sample_image(client, repo, tag_of(day), image)
+    store = RegistryTagStore(client, parse_reference(f"{client.host}/{repo}"))
+    store.point("latest", digests[max(days)])
+    return digests
+
+
+def put_artifact(client: RegistryClient, repo: str, tag: str, annotations: dict[str, str]) -> str:
+    """A small OCI artifact (empty config, no layers) with ``annotations`` under ``tag``, as another tool might."""
+    client.upload_blob(repo, b"{}")
+    body = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": "application/vnd.example+json",
+            "config": {"mediaType": "application/vnd.oci.empty.v1+json", "size": 2,
+                       "digest": "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},
+            "layers": [], "annotations": annotations}
+    return client.put_manifest(repo, tag, Manifest.from_bytes(json.dumps(body).encode(), OCI_MANIFEST))
+
+
+def one_line_exit_2(result) -> bool:
+    return result.code == 2 and len(result.err.strip().splitlines()) == 1 and "Traceback" not in result.err
+
+
+def test_reserved_names_are_refused_as_channels_and_sources(run_cli, tmp_path, registry):
+    """Before: ``promote --channel imagectl-history`` replaced the move log with a pointer to an image."""
+    repo = f"reserved/{PROFILE}"
+    client = RegistryClient(registry.host, insecure=True)
+    seed(client, repo, days=(1, 2))
+    legacy = put_artifact(client, repo, HISTORY_TAG, {HISTORY_ANNOTATION: "[]"})
+    config(tmp_path, registry.host, "reserved")
+    before = {t: client.head_manifest(repo, t) for t in client.list_tags(repo)}
+    record = next((t for t in before if t.startswith(MOVE_PREFIX)), f"{MOVE_PREFIX}20240101T000000000000Z-0-latest")
+    for args in (("--channel", HISTORY_TAG), ("--channel", record), ("--channel", "imagectl-stable"),
+                 ("--channel", tag_of(1)), ("--channel", "stable", "--from", HISTORY_TAG),
+                 ("--channel", "stable", "--from", record)):
+        refused = run_cli("promote", PROFILE, *args)
+        assert one_line_exit_2(refused), (args, refused.code, refused.err)
+    refused = run_cli("rollback", PROFILE, "--to", record)
+    assert one_line_exit_2(refused) and "imagectl's own records" in refused.err
+    assert {t: client.head_manifest(repo, t) for t in client.list_tags(repo)} == before  # nothing written
+    assert before[HISTORY_TAG] == legacy
+    assert run_cli("promote", PROFILE, "--channel", "stable", "--from", "latest").code == 0
+
+
+def test_a_rollback_killed_between_its_tag_put_and_its_log_record_is_undone_by_the_next(run_cli, tmp_path,
+                                                                                        registry):
+    """Before: the next rollback said "no earlier immutable image is left" (latest was on the oldest image)."""
+    repo = f"killed/{PROFILE}"
+    digests = seed(RegistryClient(registry.host, insecure=True), repo, days=(1, 2, 3))
+    config(tmp_path, registry.host, "killed")
+    code = ("import os, sys; from imagectl.tags.store import RegistryTagStore; "
+            "RegistryTagStore.record = lambda self, move: os._exit(137); "  # kill -9 right after the tag PUT
+            f"from imagectl.cli import main; sys.exit(main(['rollback', '{PROFILE}', '--to', '{tag_of(1)}']))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGECTL_")}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
+                          timeout=60, check=False)
+    assert proc.returncode == 137, proc.stderr
+    assert skopeo_digest(registry.host, repo, "latest") == digests[1]  # moved, never logged
+    back = run_cli("rollback", PROFILE)
+    assert back.code == 0, back.err
+    assert f"-> {tag_of(3)}" in back.out and skopeo_digest(registry.host, repo, "latest") == digests[3]
+    moves = json.loads(run_cli("history", PROFILE, "--moves", "--json").out)
+    assert (moves[0]["action"], moves[0]["from"], moves[0]["to_tag"]) == ("rollback", digests[1], tag_of(3))
+
+
+def test_a_corrupt_log_is_reported_and_rollback_works_from_the_immutable_tags(run_cli, tmp_path, registry):
+    """Before: an ``imagectl-history`` annotation another tool wrote made history, rollback and promote fail."""
+    repo = f"corrupt/{PROFILE}"
+    client = RegistryClient(registry.host, insecure=True)
+    digests = seed_unlogged(client, repo)
+    put_artifact(client, repo, HISTORY_TAG, {HISTORY_ANNOTATION: "{not json"})
+    put_artifact(client, repo, f"{MOVE_PREFIX}20990101T000000000000Z-0123456789ab-latest",
+                 {"org.imagectl.move": '{"tag": "latest", "to": 7}'})
+    config(tmp_path, registry.host, "corrupt")
+
+    history = run_cli("history", PROFILE)
+    assert history.code == 0, history.err
+    warnings = history.err.strip().splitlines()
+    assert len(warnings) == 2 and all(w.startswith("warning: ") and "ignored" in w for w in warnings)
+    assert tag_of(3) in history.out and "no moves logged" in history.out
+    assert run_cli("history", PROFILE, "--json").code == 0
+    back = run_cli("rollback", PROFILE)  # no readable log: the immutable tags alone decide
+    assert back.code == 0, back.err
+    assert f"-> {tag_of(2)}" in back.out and "unreadable" in back.out
+    assert skopeo_digest(registry.host, repo, "latest") == digests[2]
+    assert run_cli("promote", PROFILE, "--channel", "stable").code == 0
+    assert skopeo_digest(registry.host, repo, "stable") == digests[2]
+    again = run_cli("rollback", PROFILE)  # the readable record the rollback wrote undoes it
+    assert again.code == 0 and skopeo_digest(registry.host, repo, "latest") == digests[3]
+
+
+def test_an_old_single_manifest_log_is_still_read(run_cli, tmp_path, registry):
+    repo = f"legacy/{PROFILE}"
+    client = RegistryClient(registry.host, insecure=True)
+    digests = seed_unlogged(client, repo)
+    store = RegistryTagStore(client, parse_reference(f"{registry.host}/{repo}"))
+    store.point("latest", digests[1])
+    old = [{"tag": "latest", "to": digests[d], "previous": digests.get(d - 1), "action": "build", "by": "old@host",
+            "when": f"2024-01-0{d}T12:00:00+00:00", "to_tag": tag_of(d)} for d in (1, 2, 3)]
+    old.append({"tag": "latest", "to": digests[1], "previous": digests[3], "action": "rollback", "by": "old@host",
+                "when": "2024-01-04T12:00:00+00:00", "to_tag": tag_of(1)})
+    legacy = put_artifact(client, repo, HISTORY_TAG, {HISTORY_ANNOTATION: json.dumps(old)})
+    config(tmp_path, registry.host, "legacy")
+
+    back = run_cli("rollback", PROFILE)  # the old log's last move went 3 -> 1: undo it
+    assert back.code == 0, back.err
+    assert f"-> {tag_of(3)}" in back.out and skopeo_digest(registry.host, repo, "latest") == digests[3]
+    moves = json.loads(run_cli("history", PROFILE, "--moves", "--json").out)
+    assert [(m["action"], m["by"] == "old@host") for m in moves] == [
+        ("rollback", False), ("rollback", True), ("build", True), ("build", True), ("build", True)
+    ]
+    assert moves[0]["from_tag"] == tag_of(1) and client.head_manifest(repo, HISTORY_TAG) == legacy  # never rewritten
+
+
+def test_rollback_keeps_this_machines_local_latest_in_step(run_cli, tmp_path, registry, docker_client):
+    """Before: after a rollback the local ``REPO:latest`` (what ``docker run`` starts) stayed on the old image."""
+    import docker.errors
+
+    repo = f"localsync/{PROFILE}"
+    ref = f"{registry.host}/{repo}"
+    digests = seed(RegistryClient(registry.host, insecure=True), repo, days=(1, 2, 3))
+    config(tmp_path, registry.host, "localsync")
+    pulled: list[str] = []
+    try:
+        day3 = docker_client.images.pull(ref, tag="latest").id
+        day2 = docker_client.images.pull(ref, tag=tag_of(2)).id
+        pulled += [day3, day2]
+        back = run_cli("rollback", PROFILE)
+        assert back.code == 0 and "re-tagged" in back.out, back.out + back.err
+        assert docker_client.images.get(f"{ref}:latest").id == day2
+        again = run_cli("rollback", PROFILE)  # undo: the engine still has day 3's image, untagged
+        assert again.code == 0 and docker_client.images.get(f"{ref}:latest").id == day3
+        gone = run_cli("rollback", PROFILE, "--to", tag_of(1))  # day 1 was never pulled here
+        assert gone.code == 0 and "removed" in gone.out, gone.out + gone.err
+        with pytest.raises(docker.errors.ImageNotFound):
+            docker_client.images.get(f"{ref}:latest")
+        assert skopeo_digest(registry.host, repo, "latest") == digests[1]
+    finally:
+        for image in docker_client.images.list(name=ref):
+            for tag in image.tags:
+                docker_client.images.remove(tag, noprune=True)
+        for image_id in pulled:
+            try:
+                docker_client.images.remove(image_id, force=True)
+            except docker.errors.APIError:
+                pass
 
 
 # --------------------------------------------------------------------------------------------- races

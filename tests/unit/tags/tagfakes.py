@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from imagectl.errors import NotFoundError
 from imagectl.reference import parse_reference
 from imagectl.tags.naming import tags_with_key
-from imagectl.tags.store import Move
+from imagectl.tags.store import Move, last_real_move, with_from_tags
 
 
 class FakeStore:
@@ -26,6 +26,7 @@ class FakeStore:
         self.label_map: dict[str, dict[str, str]] = {}
         self.calls: list[tuple[str, ...]] = []
         self.hooks: dict[str, Callable[..., None]] = {}
+        self.problems: list[str] = []  # what reading the log skipped, as the real stores report it
 
     # -- setup helpers
     def add(self, tag: str, digest: str) -> None:
@@ -88,6 +89,11 @@ class FakeStore:
 
     def moves(self) -> list[Move]:
         return list(self.log)
+
+    def last_move(self, tag: str) -> Move | None:
+        """As the real stores: the newest logged move that took ``tag`` elsewhere, ``from_tag`` filled in."""
+        self._hook("last_move", tag)
+        return last_real_move(with_from_tags(self.log), tag)
 
     def record(self, move: Move) -> None:
         self._hook("record", move.tag)

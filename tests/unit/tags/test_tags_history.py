@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tagfakes import FakeStore, digest_of, move, tag_on
 
 from imagectl.cli.tag_views import format_history, format_versions
@@ -72,3 +74,18 @@ def test_naming_parts_and_pointers():
                                           "stamp": "20240101T120000", "key": "0000000001"}
     assert immutable_parts("latest") is None
     assert is_pointer("latest") and is_pointer("stable") and not is_pointer(tag_on(1))
+
+
+def test_history_carries_what_of_the_log_could_not_be_read():
+    store = store_with_history()
+    store.problems.append("reg/ml/torch:imagectl-move-x: not a readable move record (no annotation); ignored")
+    history = read_history(store)
+    assert history.problems == tuple(store.problems) and len(history.moves) == 5
+
+
+def test_logged_from_tags_name_images_pruned_since():
+    store = store_with_history()
+    store.log.append(replace(move("latest", digest_of(3), digest_of(8), "rollback", to_tag=tag_on(3)),
+                             from_tag=tag_on(8)))
+    moves = moves_json(read_history(store))
+    assert moves[0]["from_tag"] == tag_on(8) and moves[0]["to_tag"] == tag_on(3)

@@ -8,7 +8,8 @@ from tagfakes import FakeStore, digest_of, move, tag_on
 from imagectl.errors import InputError, OperationError, ValidationError
 from imagectl.tags.history import read_listing
 from imagectl.cli.tag_views import describe_move
-from imagectl.tags.moves import previous_target, promote, resolve_target, rollback
+from imagectl.tags.moves import guarded_move, previous_target, promote, resolve_target, rollback
+from imagectl.tags.naming import check_channel
 
 
 def three_builds() -> FakeStore:
@@ -38,10 +39,92 @@ def test_previous_without_a_log_is_the_newest_older_immutable_tag():
     assert previous_target(digest_of(2), [], read_listing(store)).tag == tag_on(1)
 
 
-def test_a_log_that_does_not_explain_the_current_tag_is_ignored():
+def test_an_unlogged_move_goes_back_to_the_logs_last_known_position():
     store = three_builds()
-    store.tag_map["latest"] = digest_of(2)  # moved by someone outside imagectl (docker push)
+    store.tag_map["latest"] = digest_of(2)  # moved without a log entry (a killed imagectl, a docker push)
+    assert previous_target(digest_of(2), store.log, read_listing(store)).tag == tag_on(3)  # where it was before
+
+
+def test_an_unlogged_move_whose_last_known_image_is_gone_falls_back_to_tag_times():
+    store = three_builds()
+    store.tag_map["latest"] = digest_of(2)
+    store.remove_manifest(digest_of(3))
     assert previous_target(digest_of(2), store.log, read_listing(store)).tag == tag_on(1)
+
+
+class Killed(BaseException):
+    """kill -9 between the tag PUT and the log record (not an ImagectlError: nothing catches it)."""
+
+
+def kill_before_the_record(store: FakeStore) -> None:
+    def die(tag: str) -> None:
+        raise Killed()
+
+    store.hooks["record"] = die
+
+
+def test_a_rollback_killed_before_its_log_entry_is_still_undone_by_the_next_rollback():
+    """Before: the next rollback said "no earlier immutable image is left" (latest was on the oldest image)."""
+    store = three_builds()
+    kill_before_the_record(store)
+    with pytest.raises(Killed):
+        rollback(store, to=tag_on(1))
+    assert store.tag_map["latest"] == digest_of(1) and len(store.log) == 3  # moved, not logged
+    result = rollback(store)
+    assert (result.changed, result.target, result.target_tag) == (True, digest_of(3), tag_on(3))
+    assert store.log[-1].previous == digest_of(1)
+
+
+def test_a_build_killed_before_its_log_entry_rolls_back_to_the_image_before_it():
+    store = three_builds()
+    store.add(tag_on(4), digest_of(4))
+    kill_before_the_record(store)
+    with pytest.raises(Killed):
+        guarded_move(store, "latest", digest_of(4), tag_on(4), digest_of(3), "build")
+    assert rollback(store).target_tag == tag_on(3)
+
+
+def test_moves_log_the_immutable_tag_they_came_from():
+    store = three_builds()
+    rollback(store)
+    assert (store.log[-1].to_tag, store.log[-1].from_tag) == (tag_on(2), tag_on(3))
+    promote(store, "stable", tag_on(1))
+    promote(store, "stable")
+    assert (store.log[-1].to_tag, store.log[-1].from_tag) == (tag_on(2), tag_on(1))  # latest named by its move
+
+
+def test_rollback_and_promote_work_from_the_immutable_tags_when_the_log_is_unreadable():
+    store = three_builds()
+    store.log.clear()
+    store.problems.append("reg/ml/torch:imagectl-history: unreadable move log (Expecting value); ignored")
+    result = rollback(store)
+    assert result.target == digest_of(2) and "move log has 1 unreadable part" in result.note
+    assert promote(store, "stable", tag_on(1)).target == digest_of(1)
+
+
+@pytest.mark.parametrize("channel", ["imagectl-history", "imagectl-move-20240101T000000000000Z-0-latest",
+                                     "imagectl-", "imagectl-anything"])
+def test_reserved_names_are_never_channels(channel):
+    """Before: ``--channel imagectl-history`` overwrote the move log with a pointer to an image."""
+    store = three_builds()
+    store.add("imagectl-history", digest_of(9))
+    with pytest.raises(ValidationError, match="reserved"):
+        promote(store, channel)
+    assert store.tag_map["imagectl-history"] == digest_of(9) and not [c for c in store.calls if c[0] == "point"]
+
+
+def test_reserved_names_are_never_sources_and_immutable_shapes_never_channels():
+    store = three_builds()
+    store.add("imagectl-history", digest_of(9))
+    with pytest.raises(ValidationError, match="--from 'imagectl-history'.*imagectl's own records"):
+        promote(store, "stable", "imagectl-history")
+    with pytest.raises(ValidationError, match="--to 'imagectl-history'"):
+        rollback(store, to="imagectl-history")
+    with pytest.raises(ValidationError, match="shape of an immutable tag"):
+        check_channel(tag_on(1))
+    assert "stable" not in store.tag_map and store.tag_map["latest"] == digest_of(3)
+    assert promote(store, "stable", "latest").target == digest_of(3)  # latest, a channel, a tag still go
+    assert promote(store, "canary", "stable").target == digest_of(3)
 
 
 def test_noop_moves_in_the_log_are_skipped():

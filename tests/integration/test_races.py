@@ -1,0 +1,175 @@
+"""Two OS processes racing on one profile repository of a real registry: nothing lost.
+
+Each process runs 20 rounds of rollback, promote, build (a new image pushed, ``latest`` moved onto it, as
+``build --force`` does), build-reuse (the one tag listing a reused build makes) and prune, through the library
+with a fresh store per round, as one command each.  Both processes start each round at the same moment, each
+with a different action, so the pairs meet (two moves, a move and a prune, a build and a prune).  Afterwards:
+
+- 0 moves lost: every move either process reported as ``changed`` is in the registry's move log;
+- 0 images lost: every immutable tag ever made still names the image it was made for, unless a prune reported
+  deleting it, and every moving tag and channel points to a manifest whose blobs are all there.
+
+The repository is seeded with small real images pushed through the registry client (no docker build), as in
+``test_tags.py``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+import traceback
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from imagectl.errors import ImagectlError
+from imagectl.reference import parse_reference
+from imagectl.registry import RegistryClient
+from imagectl.tags.moves import MoveResult, guarded_move, promote, rollback
+from imagectl.tags.naming import is_immutable, is_reserved
+from imagectl.tags.prune import execute_prune, plan_for_store
+from imagectl.tags.store import RegistryTagStore
+from tests.integration.support.registry import make_sample_image, push_sample_image
+from tests.integration.test_tags import LABELS, PROFILE, seed, tag_of
+
+pytestmark = pytest.mark.integration
+
+ROUNDS = 20
+ACTIONS = ("rollback", "promote", "build", "reuse", "prune", "rollback", "promote")
+TIME_LIMIT_S = 60
+# a move may lose to the other process (its target pruned first, or nothing left to go back to): it must say so
+LOST_RACE = ("no longer exists", "no earlier immutable image", "does not exist yet", "has no such tag")
+
+
+def built_tag(worker: int, n: int) -> str:
+    """The immutable tag of build ``n`` of ``worker``: dated February 2024, after every seeded image."""
+    return f"2.3.1-cu121-py3.11-20240201T{worker:02d}{n // 60:02d}{n % 60:02d}-{worker:x}{n:09x}"
+
+
+def _store(host: str, repo: str) -> RegistryTagStore:
+    return RegistryTagStore(RegistryClient(host, insecure=True), parse_reference(f"{host}/{repo}"))
+
+
+def _act(action: str, worker: int, n: int, host: str, repo: str, report: dict[str, list]) -> MoveResult | None:
+    """One command's worth of work on a fresh store; the move it made (None for reuse without a move, prune)."""
+    store = _store(host, repo)
+    if action == "rollback":
+        return rollback(store)
+    if action == "promote":
+        channel, source = (("stable", "latest"), ("canary", "stable"))[n % 2]
+        return promote(store, channel, source)
+    if action == "build":
+        tag = built_tag(worker, n)
+        image = make_sample_image({"layer.txt": f"worker {worker} build {n}\n".encode()}, labels=LABELS)
+        digest = push_sample_image(store.client, repo, tag, image)
+        report["built"].append((tag, digest))
+        return guarded_move(store, "latest", digest, tag, store.digest("latest"), "build")
+    if action == "reuse":  # what a reused build does: one listing; latest moves only when there is none
+        tag = store.tag_with_key(f"{worker:x}{max(n - 1, 0):09x}")
+        target = store.digest(tag) if tag else None
+        if target and store.digest("latest") is None:
+            return guarded_move(store, "latest", target, tag, None, "build")
+        return None
+    plan = plan_for_store(store, 3, timedelta(0), datetime.now(timezone.utc))
+    done = execute_prune(store, plan)
+    report["pruned"] += done.deleted
+    report["failed"] += [f"prune {tag}: {error}" for tag, error in done.failed]
+    return None
+
+
+def worker(index: int, host: str, repo: str, barrier: Any, results: Any) -> None:
+    """One process: ROUNDS actions, each reported (moves made, images built and pruned, races lost, errors)."""
+    report: dict[str, list] = {"moves": [], "built": [], "pruned": [], "lost": [], "failed": [], "notes": []}
+    for n in range(ROUNDS):
+        action = ACTIONS[(n + index) % len(ACTIONS)]
+        try:
+            barrier.wait(30)  # each round starts in both processes at once
+        except threading.BrokenBarrierError:
+            report["failed"].append(f"round {n}: the other process stopped")
+            break
+        try:
+            moved = _act(action, index, n, host, repo, report)
+        except ImagectlError as exc:
+            lost = any(reason in str(exc) for reason in LOST_RACE)
+            report["lost" if lost else "failed"].append(f"{action}: {exc}")
+            continue
+        except Exception:  # everything else is a failure of the test's subject: carried back whole
+            report["failed"].append(f"{action}: {traceback.format_exc()}")
+            continue
+        if moved is not None and moved.changed:
+            report["moves"].append((moved.tag, moved.target, moved.previous))
+            if moved.note:
+                report["notes"].append(f"{action}: {moved.note}")
+    results.put((index, report))
+
+
+def run_workers(host: str, repo: str, count: int = 2) -> list[dict[str, list]]:
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(count), context.Queue()
+    processes = [context.Process(target=worker, args=(i, host, repo, barrier, results)) for i in range(count)]
+    for process in processes:
+        process.start()
+    reports: dict[int, dict[str, list]] = {}
+    deadline = time.monotonic() + TIME_LIMIT_S
+    try:
+        while len(reports) < count and time.monotonic() < deadline:
+            try:
+                index, report = results.get(timeout=1)
+                reports[index] = report
+            except Exception:  # queue.Empty: keep waiting while the processes live
+                if not any(p.is_alive() for p in processes) and results.empty():
+                    break
+    finally:
+        for process in processes:
+            process.join(5)
+            if process.is_alive():
+                process.kill()
+    assert len(reports) == count, f"only {len(reports)} of {count} processes reported within {TIME_LIMIT_S} s"
+    return [reports[i] for i in range(count)]
+
+
+def whole_image(client: RegistryClient, repo: str, reference: str) -> str | None:
+    """The digest ``reference`` names when its manifest and every blob of it are there, else None."""
+    digest = client.head_manifest(repo, reference)
+    if digest is None:
+        return None
+    manifest = client.get_manifest(repo, digest)
+    return digest if all(client.blob_exists(repo, blob.digest) for blob in manifest.blobs()) else None
+
+
+def test_two_processes_racing_lose_no_move_and_no_image(registry):
+    repo = f"races/{PROFILE}"
+    client = RegistryClient(registry.host, insecure=True)
+    seeded = seed(client, repo, days=range(1, 7))
+    started = time.monotonic()
+    reports = run_workers(registry.host, repo)
+    seconds = time.monotonic() - started
+
+    print(f"{seconds:.1f} s; per process: moves {[len(r['moves']) for r in reports]}, races lost"
+          f" {[len(r['lost']) for r in reports]}, built {[len(r['built']) for r in reports]},"
+          f" pruned {[len(r['pruned']) for r in reports]}")
+    failed = [line for r in reports for line in r["failed"]]
+    assert failed == [], "\n".join(failed)
+    assert not [n for r in reports for n in r["notes"] if "log could not be written" in n], reports
+
+    logged = Counter((m.tag, m.to, m.previous) for m in _store(registry.host, repo).moves())
+    reported = Counter(move for r in reports for move in r["moves"])
+    assert all(len(r["moves"]) >= 3 for r in reports), reports  # both processes really moved tags
+    assert reported - logged == Counter(), f"moves reported but not logged: {reported - logged}"
+
+    made = {tag_of(day): digest for day, digest in seeded.items()}
+    made.update(pair for r in reports for pair in r["built"])
+    pruned = {tag for r in reports for tag in r["pruned"]}
+    lost = {tag: digest for tag, digest in made.items()
+            if tag not in pruned and whole_image(client, repo, tag) != digest}
+    assert lost == {}, f"immutable tags lost without a prune deleting them: {lost}"
+
+    tags = client.list_tags(repo)
+    pointers = [t for t in tags if not is_immutable(t) and not is_reserved(t)]
+    assert "latest" in pointers and {"stable", "canary"} & set(pointers), tags
+    assert [p for p in pointers if whole_image(client, repo, p) is None] == []
+    assert pruned, "no prune deleted anything: the race did not happen"
+    assert seconds < TIME_LIMIT_S
