@@ -9,11 +9,15 @@ Reuse: the build key (see :mod:`.build_key`) is stored as a label and written in
 unchanged profile is found with one tag listing (:meth:`TagStore.tag_with_key`, local or registry).  A reused image
 moves the moving tag only where the moving tag does not exist yet: ``build`` never undoes a rollback unless
 something changed or ``--force`` is given.
+
+Immutable tags are never overwritten (:mod:`.immutable`): a tag that already names another image fails the build
+(step ``tag``, nothing pushed, the moving tag stays); one that already names this very image is not pushed again.
+
+Build contexts live in directories of :mod:`.context_dirs`, swept of those killed builds left behind.
 """
 
 from __future__ import annotations
 
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +26,7 @@ from typing import Callable, Sequence
 from ..cache import cached
 from ..config import Config
 from ..engine import Engine, LineSink
-from ..errors import BuildError, ImagectlError
+from ..errors import BuildError, ImagectlError, OperationError
 from ..imagecheck.run import run_check
 from ..labels import BUILD_KEY
 from ..matrix.model import Profile
@@ -35,7 +39,9 @@ from ..tags.naming import MOVING_TAG, immutable_tag, repository, short_digest
 from ..tags.store import TagStore
 from .base_digest import resolve_base_digest
 from .build_key import build_key
+from .context_dirs import build_context, sweep_contexts
 from .context_files import context_files_on_disk, file_digests, place_files
+from .immutable import existing_immutable, image_of
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ class BuildResult:
 def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOptions, log: LineSink) -> BuildResult:
     """Build (or reuse) one profile end to end; raises BuildError naming the failing step."""
     started = time.monotonic()
+    sweep_contexts()
     user_base = parse_reference(options.base) if options.base else None
     base = base_reference(profile, config, base=user_base)
     log(f"base image {base}")
@@ -122,18 +129,24 @@ def _build(profile: Profile, files: dict[str, bytes], added: dict[str, Path], ke
     labels = {BUILD_KEY: key}
     from ..render.dockerfile import write_context
 
-    with tempfile.TemporaryDirectory(prefix="imagectl-") as tmp:
-        write_context(files, Path(tmp))
-        place_files(added, Path(tmp))
+    with build_context() as tmp:
+        write_context(files, tmp)
+        place_files(added, tmp)
         log(f"building {profile.name} (build key {key[:10]})")
-        image_id = engine.build(Path(tmp), labels, config.build_network, config.build_args, options.no_cache, log)
+        image_id = engine.build(tmp, labels, config.build_network, config.build_args, options.no_cache, log)
     run_check(engine, image_id, config.build_network, options.gpu_check, log)
-    tag = immutable_tag(profile, key)
+    tag = immutable_tag(profile, key, image=image_id)
+    try:
+        existing = existing_immutable(store, tag, image_of(engine, repo, image_id, bool(config.registry_url)))
+    except OperationError as exc:
+        raise BuildError(str(exc), "tag") from None
     engine.tag(image_id, repo.familiar, tag)
-    target = image_id
-    if config.registry_url:
+    target = existing or image_id
+    if config.registry_url and existing is None:
         log(f"pushing {repo.familiar}:{tag}")
         target = engine.push(repo.familiar, tag, log)
+    elif config.registry_url:
+        log(f"{repo.familiar}:{tag} already names this image ({short_digest(existing)}): not pushed again")
     moved = guarded_move(store, MOVING_TAG, target, tag, store.digest(MOVING_TAG), "build")
     result = _note(BuildResult(repo.path.rsplit("/", 1)[-1], "built", tag, target), moved)
     try:  # the registry's moving tag has moved: the local copy is a convenience, not a reason to fail

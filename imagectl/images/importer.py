@@ -15,7 +15,9 @@
    of its first repository digest, else of its image id).  Registry to registry: :func:`copy_image` (blobs
    mounted within one registry, streamed across registries, manifest bytes unchanged so the digest stays).
    Local image to registry: tag and push.  No registry configured: a local tag.  A source imported before
-   (same key) is not copied again.
+   (same key) is not copied again.  An immutable tag is never overwritten: right before it is written it is
+   read (one HEAD); naming another image fails the import (OperationError, nothing copied), naming this very
+   image skips the copy.
 4. **Move** the moving tag only when the repository has none yet (as a reused build does), or always with
    ``set_latest``.  One Move with action ``import`` is logged: the moving tag's when it moved, else the
    immutable tag's own (so the log still says who imported what, when).
@@ -42,6 +44,7 @@ from ..tags.managed import ManagedRepository, open_tag_store
 from ..tags.moves import MoveResult, guarded_move
 from ..tags.naming import MOVING_TAG, immutable_tag, short_digest
 from ..tags.store import Move, TagStore, now, who
+from .immutable import existing_immutable, image_of
 
 _SHOWN = 5  # disagreements spelled out in a note
 
@@ -138,7 +141,7 @@ def read_source(text: str, config: Config, make_engine: Callable[[], Any]) -> So
     if names_registry(text):
         from ..registry.access import client_for
 
-        client = client_for(ref.domain, config.insecure_hosts)
+        client = client_for(ref.domain, config.insecure_hosts, config.registry_timeout)
         manifest = client.get_manifest(ref.path, ref.digest or ref.tag or "latest")
         image = client.get_image_config(ref.path, manifest)
         created = image.created.isoformat() if image.created else ""
@@ -182,7 +185,7 @@ def import_image(text: str, managed: ManagedRepository, matrix: Matrix, config: 
         log(f"{source.reference.familiar} was imported before as {existing}")
     else:
         result.tag = immutable_tag(managed.profile, source.key, datetime.now(timezone.utc))
-        result.digest, result.copied = _copy(source, managed.reference, result.tag, config, make_engine,
+        result.digest, result.copied = _copy(source, managed.reference, result.tag, store, config, make_engine,
                                              engine_image, log)
     result.move = _move_latest(store, result, options)
     return result
@@ -232,13 +235,20 @@ def _judge(result: ImportResult, managed: ManagedRepository, options: ImportOpti
                              + "; ".join(problems[:_SHOWN] or result.notes[-1:]) + "; nothing imported")
 
 
-def _copy(source: SourceImage, target: Reference, tag: str, config: Config, make_engine: Callable[[], Any],
-          engine_image: str | None, log: LineSink) -> tuple[str, str]:
-    """Put the source under ``target:tag``; (the digest it got, how it was copied)."""
+def _copy(source: SourceImage, target: Reference, tag: str, store: TagStore, config: Config,
+          make_engine: Callable[[], Any], engine_image: str | None, log: LineSink) -> tuple[str, str]:
+    """Put the source under ``target:tag``; (the digest it got, how it was copied).  Raises OperationError when
+    ``tag`` already names another image (nothing is copied)."""
+    already = "already there: the tag names this image"
     if config.registry_url and source.in_registry:
+        if existing_immutable(store, tag, lambda digest: digest == source.digest):
+            return source.digest, already
         return _registry_copy(source, target, tag, config, log)
     engine = make_engine()
     image = engine_image or _local_copy(source, engine, log)
+    existing = existing_immutable(store, tag, image_of(engine, target, image, bool(config.registry_url)))
+    if existing:
+        return existing, already
     engine.tag(image, target.familiar, tag)
     if not config.registry_url:
         return image, "tagged in the local engine"
@@ -250,9 +260,11 @@ def _registry_copy(source: SourceImage, target: Reference, tag: str, config: Con
     from ..registry.access import client_for
     from ..registry.copy import Endpoint, copy_image
 
-    src = Endpoint(client_for(source.reference.domain, config.insecure_hosts), source.reference.path)
+    src = Endpoint(client_for(source.reference.domain, config.insecure_hosts, config.registry_timeout),
+                   source.reference.path)
     same_registry = source.reference.domain == target.domain
-    dst_client = src.client if same_registry else client_for(target.domain, config.insecure_hosts)
+    dst_client = src.client if same_registry else client_for(target.domain, config.insecure_hosts,
+                                                             config.registry_timeout)
     dst = Endpoint(dst_client, target.path)
     log(f"copying {source.reference.repository}@{short_digest(source.digest)} to {target}:{tag}")
     report = copy_image(src, source.digest, dst, tag)

@@ -35,7 +35,10 @@ def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, regi
     labels = config.labels
     assert labels["imagectl.profile"] == PROFILE and labels["imagectl.nccl"] == "2.20.5"
     assert labels["org.opencontainers.image.base.digest"] == mirror.digests["nvidia/cuda:12.1.1-runtime-ubuntu22.04"]
-    assert labels["imagectl.build-key"].startswith(immutable[0].rsplit("-", 1)[1])
+    from imagectl.tags.naming import immutable_parts
+
+    parts = immutable_parts(immutable[0])
+    assert labels["imagectl.build-key"].startswith(parts["key"]) and config.digest[7:19] == parts["image"]
 
     # the base image sets NCCL_VERSION=2.17.1-1 while torch loads 2.20.5: reported, not fatal
     nccl_warning = "warn  NCCL_VERSION of the base image vs NCCL the framework loads: expected 2.20.5, found 2.17.1-1"
@@ -116,3 +119,69 @@ def test_extras_on_a_managed_base(run_cli, tmp_path, mirror, wheel_index, regist
     assert bad.code == 2 and "missing.txt" in bad.err
     (tmp_path / "evil.txt").write_text("--index-url http://evil.example.com/simple\n")
     assert run_cli("build", PROFILE, "--requirements", "evil.txt").code == 2
+
+
+def same_second(monkeypatch) -> None:
+    """Every immutable tag made in this process is stamped 2024-05-01T12:00:00 UTC (two builds "in the same
+    second", however long they take)."""
+    from datetime import datetime, timezone
+
+    from imagectl.images import builder
+
+    real = builder.immutable_tag
+    when = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+    monkeypatch.setattr(builder, "immutable_tag", lambda profile, key, _=None, **kw: real(profile, key, when, **kw))
+
+
+def test_concurrent_forced_builds_in_one_second_keep_both_images(run_cli, tmp_path, mirror, wheel_index, registry,
+                                                                  docker_config, docker_client, monkeypatch):
+    """Issue 9, item 3: two ``build --force`` of one profile at once, stamped in the same second, made one
+    immutable tag name with two digests, so one image lost its only tag.  Now each keeps its own name; then
+    ``test`` checks the image the registry's ``latest`` points to, by digest, not the local ``latest``."""
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="race")
+    same_second(monkeypatch)
+    both = run_cli("build", PROFILE, PROFILE, "-j", "2", "--force", "--no-cache", "--quiet")
+    assert both.code == 0, both.err[-3000:]
+
+    from imagectl.tags.naming import is_immutable
+
+    tags = registry_tags(registry, f"race/{PROFILE}")
+    immutable = sorted(filter(is_immutable, tags))
+    assert len(immutable) == 2 and len({tags[t] for t in immutable}) == 2, tags  # two names, two images
+    assert {t.rsplit("-", 1)[0] for t in immutable} == {immutable[0].rsplit("-", 1)[0]}  # same stamp and key
+    for tag in immutable:  # each name ends with its own image's id
+        config = RegistryClient(registry.host, insecure=True).get_manifest(f"race/{PROFILE}", tag).config()
+        assert config is not None and config.digest[7:19] == tag.rsplit("-", 1)[1]
+    assert tags["latest"] in {tags[t] for t in immutable}
+
+    # the registry's latest goes to the other image; the local latest is left on the one it is not on
+    repo = f"{registry.host}/race/{PROFILE}"
+    other = next(t for t in immutable if tags[t] != tags["latest"])
+    moved = run_cli("rollback", PROFILE, "--to", other)
+    assert moved.code == 0, moved.err
+    stale = next(t for t in immutable if t != other)
+    docker_client.images.get(f"{repo}:{stale}").tag(repo, "latest")
+    tested = run_cli("test", PROFILE, "--json")
+    assert tested.code == 0, tested.err[-2000:]
+    assert json.loads(tested.out)["image"] == f"{repo}@{tags[other]}"
+
+
+def test_a_build_never_overwrites_an_immutable_tag_of_another_image(run_cli, tmp_path, mirror, wheel_index, registry,
+                                                                     docker_config, monkeypatch):
+    """The check before the push: the very name the build would push already names another image (written by
+    something else): the build fails at step ``tag``, the tag and ``latest`` stay where they were."""
+    from imagectl.images import builder
+    from tests.integration.support.registry import push_sample_image
+
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="clash")
+    assert run_cli("build", PROFILE, "--quiet").code == 0
+    repo = f"clash/{PROFILE}"
+    clash = "2.3.1-cu121-py3.11-20240501T120000-0123456789-0123456789ab"
+    other = push_sample_image(RegistryClient(registry.host, insecure=True), repo, clash)
+    before = registry_tags(registry, repo)
+    monkeypatch.setattr(builder, "immutable_tag", lambda *args, **kwargs: clash)
+
+    again = run_cli("build", PROFILE, "--force", "--quiet")
+    assert again.code == 1
+    assert f"imagectl: {PROFILE}: tag: {registry.host}/{repo}:{clash} already names another image" in again.err
+    assert registry_tags(registry, repo) == before and before[clash] == other

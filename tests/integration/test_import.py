@@ -128,3 +128,24 @@ def test_import_a_local_image_into_the_registry(run_cli, tmp_path, team_image, r
     assert report["ok"] and report["copied"] == "pushed from the local engine"
     assert skopeo_digest(registry.host, f"imppush/{PROFILE}", report["tag"]) == report["digest"]
     assert skopeo_digest(registry.host, f"imppush/{PROFILE}", "latest") == report["digest"]
+
+
+def test_an_import_never_overwrites_an_immutable_tag_of_another_image(run_cli, tmp_path, registry, monkeypatch):
+    """Issue 9, item 3, on the registry-to-registry copy: the name the import would write already names another
+    image: exit 1, nothing copied, the tag stays where it was and no ``latest`` appears."""
+    from imagectl.images import importer
+    from tests.integration.support.registry import make_sample_image, push_sample_image
+
+    client = RegistryClient(registry.host, insecure=True)
+    source_digest = push_sample_image(client, "team/sample", "v1", make_sample_image({"a.txt": b"source\n"}))
+    repo = f"impclash/{PROFILE}"
+    clash = "2.3.1-cu121-py3.11-20240501T120000-abcdefabcd"
+    other = push_sample_image(client, repo, clash, make_sample_image({"b.txt": b"someone else's\n"}))
+    monkeypatch.setattr(importer, "immutable_tag", lambda *args, **kwargs: clash)
+    config(tmp_path, "impclash", registry)
+
+    result = run_cli("import", f"{registry.host}/team/sample:v1", "--name", PROFILE, "--no-check")
+    assert result.code == 1, result.err[-2000:]
+    assert f"{registry.host}/{repo}:{clash} already names another image" in result.err
+    assert client.head_manifest(repo, clash) == other != source_digest
+    assert client.head_manifest(repo, "latest") is None

@@ -5,7 +5,8 @@ become the new image's labels, and every file of the context is recorded (:class
 in-image check prints the JSON report ``templates/check/main.py.j2`` prints, made from the image's labels, so
 the check passes; ``lies`` make the report contradict chosen labels.  ``push`` returns a digest derived from
 the repository and the image, records it, and hands the tag to ``registry`` (a :class:`FakeRegistry`, whose
-repositories are the in-memory :class:`tests.unit.tags.tagfakes.FakeStore`).
+repositories are the in-memory :class:`tests.unit.tags.tagfakes.FakeStore`).  ``inspect`` of ``REPO@DIGEST``
+finds the image pushed there; ``pull`` brings in what ``remote`` holds for the reference.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Build:
     build_args: dict[str, str]
     no_cache: bool
     image: str
+    context: str = ""  # the context directory the engine was given (gone once the build returned)
 
     @property
     def dockerfile(self) -> str:
@@ -124,11 +126,13 @@ class FakeEngine:
     runs: list[Run] = field(default_factory=list)
     pushes: list[tuple[str, str, str]] = field(default_factory=list)  # (repository, tag, digest)
     pulls: list[str] = field(default_factory=list)
+    remote: dict[str, ImageInfo] = field(default_factory=dict)  # ref -> the image a pull of it brings in
     build_failures: dict[str | None, str] = field(default_factory=dict)  # profile label (None: any) -> error
     lies: dict[str, str] = field(default_factory=dict)  # label key -> the value the check reports instead
     check_status: int = 0  # non-zero: the check script crashes with this status
     push_failure: str = ""  # non-empty: every push fails with this error
     tag_failures: set[str] = field(default_factory=set)  # tags that ``tag`` refuses to set
+    rebuild_same: bool = False  # every build gives the image of the last one (a rebuild entirely from the cache)
     _ids: Any = field(default_factory=itertools.count, repr=False)  # thread-safe: build_many runs builds in threads
 
     # -- setup helpers
@@ -153,6 +157,8 @@ class FakeEngine:
 
     def _resolve(self, ref: str) -> str | None:
         image_id = self.refs.get(ref, ref)
+        if image_id not in self.images and "@" in ref:  # REPO@DIGEST: an image pushed there (its repo digest)
+            image_id = next((i for i, info in self.images.items() if ref in info.repo_digests), "")
         return image_id if image_id in self.images else None
 
     # -- the Engine protocol
@@ -165,13 +171,15 @@ class FakeEngine:
         for number, step in enumerate(steps, 1):
             on_line(f"Step {number}/{len(steps)} : {step}")
         failure = self.build_failures.get(all_labels.get(PROFILE)) or self.build_failures.get(None)
-        image_id = "" if failure else self._new_id()
-        self.builds.append(Build(files, dict(labels), network, dict(build_args), no_cache, image_id))
+        last = next((b.image for b in reversed(self.builds) if b.image), "") if self.rebuild_same else ""
+        image_id = "" if failure else last or self._new_id()
+        self.builds.append(Build(files, dict(labels), network, dict(build_args), no_cache, image_id, str(context)))
         if failure:
             on_line(f"ERROR: {failure}")
             raise BuildError(f"build failed: {failure}", "build", "\n".join([*steps[-3:], f"ERROR: {failure}"]))
         size = sum(len(content) for content in files.values())
-        self.images[image_id] = ImageInfo(image_id, (), (), all_labels, size, CREATED)
+        known = self.images[image_id].repo_digests if image_id in self.images else ()  # a cached rebuild keeps them
+        self.images[image_id] = ImageInfo(image_id, (), known, all_labels, size, CREATED)
         return image_id
 
     def tag(self, image: str, repository: str, tag: str) -> None:
@@ -217,6 +225,9 @@ class FakeEngine:
 
     def pull(self, ref: str, on_line: LineSink) -> ImageInfo:
         self.pulls.append(ref)
+        if ref in self.remote and self.inspect(ref) is None:
+            pulled = self.remote[ref]
+            self.images[pulled.id] = pulled
         info = self.inspect(ref)
         if info is None:
             raise NotFoundError(f"pull {ref}: no such image")

@@ -9,9 +9,15 @@ apart, so their names are known.
 from __future__ import annotations
 
 import functools
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +25,7 @@ import imagectl.registry.access
 from enginefake import FakeEngine, FakeRegistry, check_report
 from imagectl.config import Config
 from imagectl.errors import BuildError, OperationError
-from imagectl.images import builder
+from imagectl.images import builder, context_dirs, tester
 from imagectl.images.base_digest import resolve_base_digest
 from imagectl.images.build_key import build_key
 from imagectl.images.builder import BuildOptions, build_many, build_one
@@ -84,8 +90,8 @@ def clock(monkeypatch) -> Clock:
     clock = Clock()
     real = builder.immutable_tag
 
-    def stamped(profile, key, when=None):
-        tag = real(profile, key, when or clock.now)
+    def stamped(profile, key, when=None, **kwargs):
+        tag = real(profile, key, when or clock.now, **kwargs)
         clock.now += clock.step
         return tag
 
@@ -135,7 +141,7 @@ def test_fresh_build_tags_pushes_and_moves_latest(profile, engine, registry, bas
     [made] = engine.builds
     key = made.labels[BUILD_KEY]
     assert key == build_key(made.files, BASE_DIGEST, {})  # the key of the context the engine got
-    tag = f"2.3.1-cu121-py3.10-20240501T120000-{key[:10]}"
+    tag = f"2.3.1-cu121-py3.10-20240501T120000-{key[:10]}-{made.image[7:19]}"
     [(pushed_repo, pushed_tag, digest)] = engine.pushes
     assert (result.profile, result.status, result.tag, result.digest) == (NAME, "built", tag, digest)
     assert is_immutable(result.tag) and immutable_parts(result.tag)["key"] == key[:10]
@@ -382,3 +388,179 @@ def test_a_changed_ca_bundle_builds_again(profile, engine, registry, tmp_path):
     assert first.status == "built" and engine.builds[0].files["ca.pem"].endswith(b"old\n-----END CERTIFICATE-----\n")
     assert again.status == "built" and len(engine.builds) == 2
     assert engine.builds[1].files["ca.pem"] == ca.read_bytes()
+
+
+# -- immutable tags are unique per image and never overwritten (issue 9, item 3)
+
+CLASH = "2.3.1-cu121-py3.10-20240501T120000-aaaaaaaaaa-bbbbbbbbbbbb"
+
+
+def test_two_forced_builds_in_the_same_second_get_two_immutable_tags(profile, engine, registry, clock):
+    clock.step = timedelta(0)  # both tags are stamped 2024-05-01T12:00:00
+    first = build(profile, with_registry(), engine, force=True)
+    second = build(profile, with_registry(), engine, force=True, no_cache=True)
+
+    a, b = (immutable_parts(r.tag) for r in (first, second))
+    assert (a["stamp"], a["key"]) == (b["stamp"], b["key"]) and first.tag != second.tag
+    assert (a["image"], b["image"]) == (engine.builds[0].image[7:19], engine.builds[1].image[7:19])
+    assert first.digest != second.digest
+    store = registry.store(REPO)
+    assert store.tag_map == {first.tag: first.digest, second.tag: second.digest, MOVING_TAG: second.digest}
+
+
+def test_an_immutable_tag_naming_another_image_is_never_overwritten(profile, engine, registry, monkeypatch):
+    monkeypatch.setattr(builder, "immutable_tag", lambda profile, key, when=None, image="": CLASH)
+    store = registry.store(REPO)
+    other = "sha256:" + "e" * 64
+    store.add(CLASH, other)  # another image already has the name (written by someone else)
+
+    with pytest.raises(BuildError, match=f"{REPO}:{CLASH} already names another image") as failed:
+        build(profile, with_registry(), engine, force=True)
+    assert failed.value.step == "tag" and "never overwritten" in str(failed.value)
+    assert engine.pushes == [] and store.tag_map == {CLASH: other} and store.log == []
+    assert ("digest", CLASH) in store.calls and engine.tags_of(REPO) == {}
+
+
+def test_an_immutable_tag_already_naming_this_image_is_not_pushed_again(profile, engine, registry, clock):
+    clock.step = timedelta(0)
+    engine.rebuild_same = True  # --force over a warm cache: the very same image, so the very same name
+    first = build(profile, with_registry(), engine, force=True)
+    logs = Logs()
+    again = build(profile, with_registry(), engine, logs, force=True)
+
+    assert (again.status, again.tag, again.digest) == ("built", first.tag, first.digest)
+    assert len(engine.builds) == 2 and len(engine.pushes) == 1
+    assert f"{REPO}:{first.tag} already names this image ({short_digest(first.digest)}): not pushed again" in (
+        logs.lines[NAME])
+    assert registry.store(REPO).tag_map == {first.tag: first.digest, MOVING_TAG: first.digest}
+
+
+def test_a_local_immutable_tag_naming_another_image_is_never_moved(profile, monkeypatch):
+    engine = FakeEngine()  # no registry: the engine's own tags are the store
+    monkeypatch.setattr(builder, "immutable_tag", lambda profile, key, when=None, image="": CLASH)
+    other = engine.add_image(f"ml/{NAME}:{CLASH}")
+
+    with pytest.raises(BuildError, match="already names another image") as failed:
+        build(profile, Config(namespace="ml"), engine, force=True)
+    assert failed.value.step == "tag" and engine.tags_of(f"ml/{NAME}") == {CLASH: other}
+
+
+def test_immutable_tags_with_and_without_the_image_part_are_read_alike(profile):
+    image = "sha256:" + "0123456789ab" + "f" * 52
+    when = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+    new = builder.immutable_tag(profile, "c" * 64, when, image=image)
+    old = builder.immutable_tag(profile, "c" * 64, when)
+    assert new == f"{old}-0123456789ab" and old == "2.3.1-cu121-py3.10-20240501T120000-cccccccccc"
+    assert is_immutable(new) and is_immutable(old)
+    assert immutable_parts(new) == {**immutable_parts(old), "image": "0123456789ab"}
+    assert "image" not in immutable_parts(old)
+    from imagectl.tags.naming import image_part, tag_time, tags_with_key
+
+    assert tag_time(new) == tag_time(old) == when and tags_with_key([old, new, "latest"], "c" * 64) == [new, old]
+    assert not is_immutable(f"{old}-0123456789") and not is_immutable(f"{old}-0123456789AB")
+    assert image_part("0123456789abcdef") == "0123456789ab" and len(image_part("not hex at all")) == 12
+
+
+# -- build contexts under the cache dir, swept when their process died (issue 9, "Also")
+
+
+def contexts(tmp_path) -> Path:
+    return tmp_path / "xdg_cache_home" / "imagectl" / "contexts"
+
+
+def test_a_build_context_lives_under_the_cache_dir_and_is_removed(profile, engine, registry, tmp_path):
+    build(profile, with_registry(), engine)
+    [made] = engine.builds
+    context = Path(made.context)
+    assert context.parent == contexts(tmp_path) and not context.exists()
+    assert context.name.startswith(f"{os.getpid()}-{context_dirs._host()}-")
+    assert list(contexts(tmp_path).iterdir()) == []
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_the_sweep_removes_only_old_contexts_of_dead_processes_of_this_host(tmp_path):
+    root = tmp_path / "contexts"
+    host, dead, old = context_dirs._host(), dead_pid(), time.time() - 120
+    names = {
+        f"{dead}-{host}-gone": (old, False),  # dead and old: swept
+        f"{dead}-{host}-fresh": (time.time(), True),  # dead but younger than a minute
+        f"{os.getpid()}-{host}-mine": (old, True),  # alive (this process)
+        f"{dead}-other_host-x": (old, True),  # another host's (a shared cache dir)
+        "imagectl-notours": (old, True),
+        f"0-{host}-zero": (old, True),  # PID 0 is no process of ours
+    }
+    for name, (mtime, _) in names.items():
+        (root / name / "files").mkdir(parents=True)
+        (root / name / "Dockerfile").write_text("FROM scratch\n")
+        os.utime(root / name, (mtime, mtime))
+
+    removed = context_dirs.sweep_contexts(root)
+    assert removed == [root / f"{dead}-{host}-gone"]
+    assert sorted(p.name for p in root.iterdir()) == sorted(n for n, (_, kept) in names.items() if kept)
+    assert context_dirs.sweep_contexts(tmp_path / "missing") == []
+
+
+def test_a_context_left_by_kill_9_is_swept_by_the_next_build(profile, engine, registry, tmp_path):
+    code = ("import sys, time\nfrom imagectl.images.context_dirs import build_context\n"
+            "with build_context() as d:\n    print(d, flush=True)\n    time.sleep(60)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(Path(builder.__file__).parents[2])})
+    try:
+        left = Path(child.stdout.readline().strip())
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+    assert left.parent == contexts(tmp_path) and left.is_dir()  # kill -9: no cleanup ran
+    a_minute_ago = time.time() - 61
+    os.utime(left, (a_minute_ago, a_minute_ago))
+
+    build(profile, with_registry(), engine)
+    assert not left.exists() and list(contexts(tmp_path).iterdir()) == []
+
+
+# -- imagectl test: the image the registry's moving tag points to, by digest (issue 9, "Also")
+
+
+@pytest.fixture
+def registry_for_test(registry, monkeypatch) -> FakeRegistry:
+    monkeypatch.setattr(tester, "open_tag_store", registry.open_tag_store)
+    return registry
+
+
+def test_test_checks_the_registry_latest_by_digest_not_the_local_latest(matrix, profile, engine, registry_for_test):
+    older = build(profile, with_registry(build_args={"PIP_PROXY": "http://a:3128"}), engine)
+    newer = build(profile, with_registry(build_args={"PIP_PROXY": "http://b:3128"}), engine)
+    assert rollback(registry_for_test.store(REPO)).target == older.digest  # as if rolled back on another machine
+    older_image, newer_image = engine.builds[0].image, engine.builds[1].image
+    assert engine.tags_of(REPO)[MOVING_TAG] == newer_image  # the local latest is still the newer image
+
+    image, findings = tester.check_image(NAME, matrix, with_registry(), engine, False, Logs().sink(NAME))
+    assert image == f"{REPO}@{older.digest}" and newer.digest not in image
+    assert engine.runs[-1].image == older_image and engine.pulls == []
+    assert findings and all(f.ok for f in findings if f.severity == "error")
+
+
+def test_test_pulls_the_registry_latest_when_the_engine_lacks_it(matrix, profile, engine, registry_for_test):
+    built = build(profile, with_registry(), engine)
+    ref = f"{REPO}@{built.digest}"
+    engine.remote[ref] = engine.images.pop(engine.builds[0].image)  # only in the registry now
+
+    image, _ = tester.check_image(NAME, matrix, with_registry(), engine, False, Logs().sink(NAME))
+    assert image == ref and engine.pulls == [ref] and engine.runs[-1].image == engine.builds[0].image
+
+
+def test_test_without_a_registry_latest_says_so(matrix, engine, registry_for_test):
+    with pytest.raises(OperationError, match=f"{REPO}:{MOVING_TAG} does not exist in the registry"):
+        tester.target_image(NAME, matrix, with_registry(), engine)
+    assert engine.pulls == [] and engine.runs == []
+
+
+def test_test_without_a_registry_is_the_local_latest(matrix, engine):
+    assert tester.target_image(NAME, matrix, Config(namespace="ml"), engine) == f"ml/{NAME}:{MOVING_TAG}"
+    assert tester.target_image("ubuntu:22.04", matrix, with_registry(), engine) == "ubuntu:22.04"

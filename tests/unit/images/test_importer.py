@@ -182,3 +182,33 @@ def test_resolve_managed_accepts_a_repository_suffix(matrix):
         resolve_managed("torch-9.9-cu121", matrix, config)
     with pytest.raises(UnknownProfileError):
         resolve_managed("nonsense", matrix, replace(config))
+
+
+CLASH = "2.3.1-cu121-py3.10-20240501T120000-abcdefabcd"  # a key part no import here has: found only by name
+
+
+def test_an_import_never_overwrites_an_immutable_tag_naming_another_image(local_import, monkeypatch):
+    from imagectl.images import importer
+
+    engine, managed, run = local_import
+    monkeypatch.setattr(importer, "immutable_tag", lambda *args, **kwargs: CLASH)
+    engine.add("someone/else:1", "sha256:" + "9" * 64)
+    engine.tag("someone/else:1", managed.reference.familiar, CLASH)
+
+    with pytest.raises(OperationError, match=f"ml/torch-2.3-cu121:{CLASH} already names another image"):
+        run()
+    assert engine.refs[f"ml/torch-2.3-cu121:{CLASH}"] == "sha256:" + "9" * 64
+    assert f"ml/torch-2.3-cu121:{MOVING_TAG}" not in engine.refs
+
+
+def test_an_import_whose_tag_already_names_the_image_copies_nothing(local_import, monkeypatch):
+    from imagectl.images import importer
+
+    engine, managed, run = local_import
+    monkeypatch.setattr(importer, "immutable_tag", lambda *args, **kwargs: CLASH)
+    engine.tag("team/own:v1", managed.reference.familiar, CLASH)  # as a concurrent import of this image wrote it
+
+    result = run()
+    assert (result.tag, result.digest, result.reused) == (CLASH, "sha256:" + "1" * 64, False)
+    assert result.copied == "already there: the tag names this image"
+    assert engine.refs[f"ml/torch-2.3-cu121:{MOVING_TAG}"] == "sha256:" + "1" * 64

@@ -111,3 +111,53 @@ def test_execute_skips_a_new_immutable_tag_on_the_same_image():
     report = execute_prune(store, plan)
     assert tag_on(1) in [t for t, _ in report.skipped]
     assert store.tag_map[tag_on(9)] == digest_of(1)
+
+
+def counted(calls: list[tuple[str, ...]]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for call in calls:
+        found[call[0]] = found.get(call[0], 0) + 1
+    return found
+
+
+def executed_with_two_pointers(images: int) -> tuple[dict[str, int], int]:
+    """(store calls by operation, images deleted) of pruning ``images`` images down to the newest 2, with
+    ``latest`` and ``stable`` pointing into the kept ones."""
+    store = seeded(days=tuple(range(1, images + 1)))
+    store.add("stable", digest_of(images - 1))
+    plan = plan_for(store, keep=2)
+    store.calls.clear()
+    report = execute_prune(store, plan)
+    assert len(report.deleted) == images - 2 and not report.skipped and not report.restored
+    return counted(store.calls), len(report.deleted)
+
+
+def test_execute_costs_one_listing_and_one_read_per_pointer_per_deleted_image():
+    small, deleted_small = executed_with_two_pointers(10)
+    large, deleted_large = executed_with_two_pointers(28)
+    for calls, deleted in ((small, deleted_small), (large, deleted_large)):
+        assert calls["tags"] == 1  # one listing, however many images go (it was two per image)
+        assert calls["digest"] == 2 + 2 * deleted  # the two pointers at the start, then after each delete
+        assert calls["delete"] == deleted and "point" not in calls
+    per_image = (sum(large.values()) - sum(small.values())) / (deleted_large - deleted_small)
+    assert per_image == 3  # linear: two pointer reads and one delete per image
+
+
+def test_a_pointer_that_moved_makes_prune_list_again_and_see_new_tags():
+    store = seeded(days=(1, 2, 3, 4, 5, 6))
+    plan = plan_for(store, keep=2)  # deletes days 4, 3, 2, 1 (in that order)
+
+    def build_and_promote_meanwhile(tag: str) -> None:  # right before the first delete
+        store.add(tag_on(9), digest_of(9))
+        store.tag_map["latest"] = digest_of(9)  # a build moved latest: a writer is active
+        store.tag_map["canary"] = digest_of(2)  # a promotion onto a brand new channel
+        store.add(tag_on(8, 99), digest_of(3))  # a new immutable tag on an image that is going
+
+    store.hooks["delete"] = build_and_promote_meanwhile
+    store.calls.clear()
+    report = execute_prune(store, plan)
+    assert report.deleted == [tag_on(4), tag_on(1)]
+    assert sorted(report.skipped) == sorted([(tag_on(3), f"{tag_on(8, 99)} now points to its image"),
+                                             (tag_on(2), "canary now points to its image")])
+    assert counted(store.calls)["tags"] == 2  # the start, and once after latest was seen moving
+    assert store.tag_map["canary"] == digest_of(2) and store.tag_map[tag_on(8, 99)] == digest_of(3)
