@@ -18,22 +18,26 @@ from typing import Any, Mapping
 from .errors import ConfigError, ValidationError
 from .reference import parse_reference
 from .tomlfile import load_toml
-from .grammar import check_env_name, check_host, check_text, check_url
+from .grammar import check_env_name, check_host, check_text, check_url, url_credentials
+from .redact import redact
 
 NETWORK_MODES = ("default", "host", "bridge", "none")
+MAX_MIN_AGE_DAYS = 36500  # prune's age floor ([tags] prune_min_age_days, --min-age-days): 100 years at most
+MAX_REGISTRY_TIMEOUT_S = 3600  # [registry] timeout: the deadline of one registry request, an hour at most
+_ENV_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 # section -> key -> (kind, Config field): the one declaration of every key imagectl reads.
 SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "registry": {"url": ("host", "registry_url"), "namespace": ("namespace", "namespace"),
-                 "insecure": ("bool", "insecure")},
-    "pip": {"index_url": ("url", "pip_index_url"), "extra_index_urls": ("urls", "pip_extra_index_urls"),
+                 "insecure": ("bool", "insecure"), "timeout": ("seconds", "registry_timeout")},
+    "pip": {"index_url": ("index", "pip_index_url"), "extra_index_urls": ("indexes", "pip_extra_index_urls"),
             "trusted_hosts": ("hosts", "pip_trusted_hosts")},
     "apt": {"mirror": ("url", "apt_mirror")},
     "build": {"network": ("network", "build_network"), "ca_bundle": ("file", "ca_bundle"),
               "args": ("args", "build_args")},
     "paths": {"matrices": ("dirs", "matrix_dirs"), "templates": ("dirs", "template_dirs"),
               "context": ("dirs", "context_dirs")},
-    "tags": {"prune_min_age_days": ("int", "prune_min_age_days")},
+    "tags": {"prune_min_age_days": ("days", "prune_min_age_days")},
 }
 
 
@@ -44,6 +48,7 @@ class Config:
     registry_url: str | None = None
     namespace: str = "imagectl"
     insecure: bool = False
+    registry_timeout: float | None = None  # seconds per registry request; None: the registry client's default
     mirrors: Mapping[str, str] = field(default_factory=dict)
     pip_index_url: str | None = None
     pip_extra_index_urls: tuple[str, ...] = ()
@@ -63,18 +68,27 @@ class Config:
         """The registry hosts the user allowed plain HTTP or unverified TLS for (loopback always is)."""
         return (self.registry_url,) if self.insecure and self.registry_url else ()
 
+    @property
+    def secret_values(self) -> tuple[str, ...]:
+        """Values no output line may show: every build-arg value and the password of every pip index URL."""
+        urls = [u for u in (self.pip_index_url, *self.pip_extra_index_urls) if u]
+        passwords = [creds[2] for creds in map(url_credentials, urls) if creds]
+        return tuple(sorted({*self.build_args.values(), *passwords}))
+
 
 def find_config_file(path: str | None, env: Mapping[str, str], cwd: Path) -> Path | None:
-    """The configuration file to read, or None; raises ConfigError for a named file that is missing."""
+    """The configuration file to read, or None; raises ConfigError for a named file that is missing or is a
+    directory (also ``./imagectl.toml``)."""
+    if path is not None and not path.strip():
+        raise ConfigError("--config: name a configuration file (the path is empty)")
     named = path or env.get("IMAGECTL_CONFIG")
-    if named:
-        candidate = (cwd / named).resolve()
-        if not candidate.is_file():
-            origin = "--config" if path else "IMAGECTL_CONFIG"
-            raise ConfigError(f"{origin}: configuration file {named} not found")
-        return candidate
-    default = cwd / "imagectl.toml"
-    return default if default.is_file() else None
+    origin = ("--config" if path else "IMAGECTL_CONFIG") if named else "./imagectl.toml"
+    candidate = (cwd / named).resolve() if named else cwd / "imagectl.toml"
+    if candidate.is_dir():
+        raise ConfigError(f"{origin}: {named or candidate} is a directory, not a configuration file")
+    if named and not candidate.is_file():
+        raise ConfigError(f"{origin}: configuration file {named} not found")
+    return candidate if candidate.is_file() else None
 
 
 def load_config(path: str | None = None, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Config:
@@ -130,14 +144,22 @@ def _env_overrides(env: Mapping[str, str], cwd: Path) -> dict[tuple[str, str], t
 
 
 def _from_env(text: str, kind: str) -> Any:
-    if kind in ("urls", "hosts", "dirs"):
+    if kind in ("indexes", "hosts", "dirs"):
         return [part.strip() for part in text.split(",") if part.strip()]
-    if kind == "bool":
-        return text.strip().lower() in ("1", "true", "yes", "on")
+    if kind == "bool":  # a word that is none of these stays text, which _as_bool refuses
+        return _ENV_BOOLS.get(text.strip().lower(), text)
     if kind == "args":
         return _parse_pairs(text, "IMAGECTL_BUILD_ARGS")
-    if kind == "int":
-        return int(text) if text.strip().isdigit() else text
+    if kind == "seconds":  # text that is no number stays text, which _as_seconds refuses
+        try:
+            return float(text.strip())
+        except ValueError:
+            return text
+    if kind in ("int", "days"):  # text that is no number stays text, which _as_int refuses
+        try:
+            return int(text.strip())
+        except ValueError:
+            return text
     return text
 
 
@@ -146,7 +168,9 @@ def _parse_pairs(text: str, what: str) -> dict[str, str]:
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, sep, value = item.partition("=")
         if not sep:
-            raise ConfigError(f"{what}: expected KEY=VALUE pairs separated by commas, got {item!r}")
+            secret = what == "IMAGECTL_BUILD_ARGS"
+            shown = "an item without '=' (not shown: a build arg may be secret)" if secret else repr(item)
+            raise ConfigError(redact(f"{what}: expected KEY=VALUE pairs separated by commas, got {shown}"))
         pairs[key.strip()] = value.strip()
     return pairs
 
@@ -161,7 +185,7 @@ def _build(values: dict[tuple[str, str], tuple[Any, str, Path]], source: str) ->
             else:
                 out.update(_convert(section, key, value, base))
         except ValidationError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+            raise ConfigError(redact(f"{where}: {exc}")) from None
     out["mirrors"] = mirrors
     return Config(**out)
 
@@ -190,14 +214,25 @@ def _as_list(value: Any) -> list[Any]:
 
 def _as_bool(value: Any, _base: Path) -> bool:
     if not isinstance(value, bool):
-        raise ValidationError(f"expected true or false, got {value!r}")
+        raise ValidationError(f"expected true or false (in a variable also 1/0, yes/no, on/off), got {value!r}")
     return value
 
 
-def _as_int(value: Any, _base: Path) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValidationError(f"expected a whole number >= 0, got {value!r}")
+def _as_int(value: Any, _base: Path, most: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (most is not None and value > most):
+        bounds = f"from 0 to {most}" if most is not None else ">= 0"
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        raise ValidationError(f"expected a whole number {bounds}, got {shown}")
     return value
+
+
+def _as_seconds(value: Any, _base: Path) -> float:
+    """A number of seconds > 0 and <= MAX_REGISTRY_TIMEOUT_S; raises ValidationError otherwise."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not 0 < value <= MAX_REGISTRY_TIMEOUT_S:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        raise ValidationError(f"expected a number of seconds > 0 and <= {MAX_REGISTRY_TIMEOUT_S}, got {shown}")
+    return float(value)
 
 
 def _as_namespace(value: Any, _base: Path) -> str:
@@ -231,7 +266,16 @@ def _as_dirs(value: Any, base: Path) -> tuple[Path, ...]:
 def _as_args(value: Any, _base: Path) -> dict[str, str]:
     if not isinstance(value, dict):
         raise ValidationError("expected a table of NAME = value")
-    return {check_env_name(k, "build arg"): check_text(str(v), f"build arg {k}") for k, v in value.items()}
+    return {check_env_name(k, "build arg"): _arg_value(k, v) for k, v in value.items()}
+
+
+def _arg_value(name: str, value: Any) -> str:
+    """A build arg's value; raises ValidationError naming the arg, never showing the value (it may be secret)."""
+    try:
+        return check_text(str(value), f"build arg {name}")
+    except ValidationError:
+        raise ValidationError(f"build arg {name}: the value (not shown) is not one line of text without quotes, "
+                              "backslashes or '$'") from None
 
 
 _CONVERTERS = {
@@ -239,8 +283,11 @@ _CONVERTERS = {
     "namespace": _as_namespace,
     "bool": _as_bool,
     "int": _as_int,
+    "days": lambda v, b: _as_int(v, b, MAX_MIN_AGE_DAYS),
+    "seconds": _as_seconds,
     "url": lambda v, b: check_url(v),
-    "urls": lambda v, b: tuple(check_url(item) for item in _as_list(v)),
+    "index": lambda v, b: check_url(v, credentials=True),
+    "indexes": lambda v, b: tuple(check_url(item, credentials=True) for item in _as_list(v)),
     "hosts": lambda v, b: tuple(check_host(item) for item in _as_list(v)),
     "network": _as_network,
     "file": _as_file,

@@ -6,7 +6,7 @@ The grammar is the one the distribution project documents (``reference.go``)::
     name           := [domain "/"] path-component ["/" path-component]*
     path-component := [a-z0-9]+ (separator [a-z0-9]+)*      separator := "." | "_" | "__" | "-"+
     tag            := [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
-    digest         := algorithm ":" hex
+    digest         := algorithm ":" hex          sha256: 64 hex digits, sha384: 96, sha512: 128 (lower case)
 
 A first component is a domain when it contains "." or ":", is "localhost" or has upper case; otherwise the image is on
 Docker Hub (``docker.io``), whose one-component names live under ``library/``.
@@ -28,7 +28,9 @@ _DOMAIN = (
     r"(?::[0-9]{1,5})?"  # optional port
 )
 _TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
-_DIGEST = r"[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-fA-F0-9]{32,}"
+# The algorithms the engines accept (go-digest's registered ones), each with its exact length of lower-case hex.
+DIGEST_HEX_LENGTHS = {"sha256": 64, "sha384": 96, "sha512": 128}
+_DIGEST = "(?:" + "|".join(f"{algo}:[a-f0-9]{{{n}}}" for algo, n in DIGEST_HEX_LENGTHS.items()) + ")"
 _PATH_RE = re.compile(rf"^{_COMPONENT}(?:/{_COMPONENT})*$")
 _DOMAIN_RE = re.compile(rf"^{_DOMAIN}$")
 _TAG_RE = re.compile(rf"^{_TAG}$")
@@ -84,9 +86,13 @@ def check_tag(tag: str) -> str:
 
 
 def check_digest(digest: str) -> str:
-    """Return ``digest`` if it looks like ``sha256:<hex>``; raises ValidationError otherwise."""
-    if not _DIGEST_RE.match(digest or ""):
-        raise ValidationError(f"invalid image digest {digest!r}: expected algorithm:hex, e.g. sha256:...")
+    """Return ``digest`` if it is ``sha256:`` and exactly 64 lower-case hex digits (or sha384:96, sha512:128);
+    raises ValidationError otherwise."""
+    if not isinstance(digest, str) or not _DIGEST_RE.match(digest):
+        algo = digest.partition(":")[0] if isinstance(digest, str) else ""
+        want = DIGEST_HEX_LENGTHS.get(algo)
+        expected = f"{algo}: and exactly {want} lower-case hex digits" if want else "sha256: and 64 hex digits"
+        raise ValidationError(f"invalid image digest {digest!r}: expected {expected}")
     return digest
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+
 
 def _tomllib():  # type: ignore[no-untyped-def]
     """tomllib (tomli before 3.11), imported on first use: most commands read no TOML when cached."""
@@ -18,18 +20,24 @@ def _tomllib():  # type: ignore[no-untyped-def]
 
 
 def load_toml(path: Path, error: type[InputError] = InputError) -> dict[str, Any]:
-    """Parse ``path``; raises ``error`` as ``FILE:LINE: message`` for unreadable or malformed TOML."""
+    """Parse ``path``; raises ``error`` as ``FILE:LINE: message`` for unreadable, malformed or too deeply
+    nested TOML (and for a directory)."""
     try:
         data = path.read_bytes()
+    except IsADirectoryError:
+        raise error(f"{path}: is a directory, not a TOML file") from None
     except OSError as exc:
         raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
     toml = _tomllib()
     try:
-        return toml.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        return toml.loads(text)
     except UnicodeDecodeError:
         raise error(f"{path}: not UTF-8 text") from None
     except toml.TOMLDecodeError as exc:
         raise error(f"{path}:{_line_of(exc)}: invalid TOML: {_reason(exc)}") from None
+    except RecursionError:
+        raise error(f"{path}:{deepest_line(text)}: invalid TOML: arrays or tables nested too deeply") from None
 
 
 def _line_of(exc: Exception) -> int:
@@ -48,12 +56,50 @@ def _reason(exc: Exception) -> str:
     return str(msg).split(" (at line", 1)[0]
 
 
-def line_of(path: Path, needle: str) -> int:
-    """The first line of ``path`` that contains ``needle`` (1 when absent): locates schema errors."""
+def deepest_line(text: str) -> int:
+    """The line where the nesting of ``[``/``{`` (outside strings and comments) first reaches its deepest."""
+    depth = deepest = 0
+    where = 1
+    for number, line in enumerate(text.splitlines(), start=1):
+        for char in re.sub(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'|#.*', "", line):
+            depth += (char in "[{") - (char in "]}")
+            if depth > deepest:
+                deepest, where = depth, number
+    return where
+
+
+def _lines(path: Path) -> list[str]:
     try:
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if needle in line:
-                return number
-    except OSError:
-        pass
-    return 1
+        return path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+
+
+def line_of(path: Path, needle: str, start: int = 1) -> int:
+    """The first line of ``path`` from line ``start`` on that contains ``needle`` (``start`` when absent):
+    locates schema errors.  Never raises."""
+    for number, line in enumerate(_lines(path)[start - 1 :], start=start):
+        if needle in line:
+            return number
+    return start
+
+
+def table_line(path: Path, header: str, before: int) -> int:
+    """The last line at or above ``before`` that opens table ``header`` (``[[release]]``, ``[base]``), else
+    ``before``: where the table holding line ``before`` starts.  Never raises."""
+    lines = _lines(path)[:before]
+    for number in range(len(lines), 0, -1):
+        if lines[number - 1].strip().replace(" ", "").startswith(header):
+            return number
+    return before
+
+
+def key_line(path: Path, key: str, start: int = 1) -> int:
+    """The first line from ``start`` on that assigns ``key`` (``key =``, ``"key" =``, ``{ key =``) or opens a
+    table named by it (``[release.key]``); ``start`` when none does.  Never raises."""
+    name = re.escape(key)
+    pattern = re.compile(rf"""(?:^|[\s{{,.\[])["']?{name}["']?\s*(?:=|\]|\.)""")
+    for number, line in enumerate(_lines(path)[start - 1 :], start=start):
+        if pattern.search(line.split("#", 1)[0]):
+            return number
+    return start

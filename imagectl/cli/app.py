@@ -58,6 +58,15 @@ def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True))
 
 
+def check_framework(ws: Any, framework: str | None) -> str | None:
+    """``--framework`` if the matrix has it (None when not given); raises InputError otherwise (also for "")."""
+    from ..errors import InputError
+
+    if framework is not None and framework not in ws.matrix.frameworks:
+        raise InputError(f"--framework {framework!r}: not in the matrix ({', '.join(sorted(ws.matrix.frameworks))})")
+    return framework
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 python_option = click.option("--python", metavar="X.Y", help="Build with this Python instead of the profile's default.")
 framework_option = click.option("--framework", metavar="NAME", help="Only this framework's profiles.")

@@ -6,16 +6,10 @@ from pathlib import Path
 
 import click
 
-from ..errors import InputError, OperationError
-from .app import echo_json, framework_option, json_option, workspace
+from ..errors import InputError
+from .app import check_framework, echo_json, framework_option, json_option, workspace
 
 _FORMATS = ("json", "github", "gitlab", "markdown")  # imagectl.ci.outputs.FORMATS, kept here so --help imports nothing
-
-
-def _check_framework(ws: object, framework: str | None) -> None:
-    frameworks = ws.matrix.frameworks  # type: ignore[attr-defined]
-    if framework and framework not in frameworks:
-        raise InputError(f"--framework {framework!r}: not in the matrix ({', '.join(sorted(frameworks))})")
 
 
 def _check_index(index: str | None) -> str | None:
@@ -43,7 +37,7 @@ def cmd_matrix(ctx: click.Context, fmt: str, changed_since: str | None, framewor
     from ..matrix.names import list_profiles
 
     ws = workspace(ctx)
-    _check_framework(ws, framework)
+    check_framework(ws, framework)
     if changed_since is None:
         profiles = list_profiles(ws.matrix, framework)
     else:
@@ -122,11 +116,9 @@ def cmd_sync(ctx: click.Context, index: str | None, framework: str | None, outpu
 
 def _write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path``, creating its directory; raises OperationError when that fails."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    except OSError as exc:
-        raise OperationError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    from ..junit import write_report
+
+    write_report(path, data)
 
 
 def _output_path(output: str, ws: object) -> Path:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import InputError
-from .app import echo_json, framework_option, json_option, python_option, workspace
+from ..errors import InputError, OperationError
+from .app import check_framework, echo_json, framework_option, json_option, python_option, workspace
 
 
 @click.command("list")
@@ -22,9 +22,7 @@ def cmd_list(ctx: click.Context, framework: str | None, as_json: bool) -> None:
     from ..matrix.names import list_profiles
 
     ws = workspace(ctx)
-    if framework and framework not in ws.matrix.frameworks:
-        raise InputError(f"--framework {framework!r}: not in the matrix ({', '.join(sorted(ws.matrix.frameworks))})")
-    rows = [list_row(p) for p in list_profiles(ws.matrix, framework)]
+    rows = [list_row(p) for p in list_profiles(ws.matrix, check_framework(ws, framework))]
     echo_json(rows) if as_json else click.echo(format_table(rows, LIST_COLUMNS))
 
 
@@ -97,10 +95,11 @@ def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None, framewor
     from ..nvidia_smi import read_node
 
     ws = workspace(ctx)
+    profiles = list_profiles(ws.matrix, check_framework(ws, framework))
     if driver is None:
         driver, detected = read_node()
-        gpu = gpu or detected
-    verdicts = node_verdicts(list_profiles(ws.matrix, framework), driver, gpu_arch(gpu, ws.matrix) if gpu else None)
+        gpu = detected if gpu is None else gpu
+    verdicts = node_verdicts(profiles, driver, gpu_arch(gpu, ws.matrix) if gpu is not None else None)
     if as_json:
         echo_json([
             {"name": v.profile, "compatible": v.ok, "reasons": list(v.reasons), "notes": list(v.notes)}
@@ -156,9 +155,17 @@ def cmd_render(ctx: click.Context, name: str, output: str | None, python: str | 
     if output is None:
         click.echo(files["Dockerfile"].decode(), nl=False)
         return
+    if not output:
+        raise InputError("--output: name a directory (an empty path would write into the working directory)")
     from ..images.context_files import context_files_on_disk, place_files
 
     added = context_files_on_disk(ws.config.context_dirs)
-    place_files(added, Path(output))
-    for path in [*write_context(files, Path(output)), *(Path(output) / name for name in added)]:
+    dest = Path(output)
+    try:
+        place_files(added, dest)
+        written = [*write_context(files, dest), *(dest / name for name in added)]
+    except OSError as exc:
+        at = f" ({exc.filename})" if exc.filename and str(exc.filename) != output else ""
+        raise OperationError(f"--output {output}: cannot write the build context: {exc.strerror or exc}{at}") from None
+    for path in written:
         click.echo(str(path))

@@ -8,6 +8,7 @@ reuse check as slow as the build itself, so digests are cached by (path, size, m
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -23,16 +24,32 @@ CONTEXT_PREFIX = "files"
 def context_files_on_disk(dirs: Sequence[Path]) -> dict[str, Path]:
     """``files/<relative path>`` -> path for every regular file under ``dirs`` (later dirs win).
 
-    Raises InputError for a symbolic link that leaves its directory or an unreadable directory.
+    Raises InputError for a symbolic link that leaves its directory or a directory (the root or one below
+    it) that cannot be listed: a file silently left out of the build would be worse.
     """
     found: dict[str, Path] = {}
     for root in dirs:
-        for path in sorted(root.rglob("*")):
+        for path in _walk(root):
             if path.is_symlink() and not path.resolve().is_relative_to(root.resolve()):
                 raise InputError(f"[paths] context: {path} links outside {root}")
             if path.is_file():
                 found[f"{CONTEXT_PREFIX}/{path.relative_to(root).as_posix()}"] = path
     return found
+
+
+def _unlistable(exc: OSError) -> None:
+    raise InputError(f"[paths] context: cannot list {exc.filename}: {exc.strerror or exc}")
+
+
+def _walk(root: Path) -> list[Path]:
+    """Every entry under ``root``, sorted, not following links to directories; raises InputError for a
+    directory that cannot be listed."""
+    if not root.is_dir():
+        raise InputError(f"[paths] context: {root} is not a directory")
+    out: list[Path] = []
+    for top, subdirs, files in os.walk(root, onerror=_unlistable):
+        out.extend(Path(top) / name for name in (*subdirs, *files))
+    return sorted(out)
 
 
 def _cache_path() -> Path:
@@ -49,26 +66,40 @@ def _sha256(path: Path) -> str:
 
 
 def file_digests(files: Mapping[str, Path], cache_file: Path | None = None) -> dict[str, str]:
-    """The sha256 of each file, from the stat-keyed cache where the file did not change."""
+    """The sha256 of each file, from the stat-keyed cache where the file did not change; raises InputError
+    for a file that cannot be read."""
     cache_file = cache_file or _cache_path()
     try:
         cache = json.loads(cache_file.read_text())
     except (OSError, ValueError):
         cache = {}
+    cache = cache if isinstance(cache, dict) else {}
     out, changed = {}, False
     for name, path in files.items():
-        st = path.stat()
-        key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
-        if key not in cache:
-            cache[key] = _sha256(path)
-            changed = True
+        try:
+            st = path.stat()
+            key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+            if key not in cache:
+                cache[key] = _sha256(path)
+                changed = True
+        except OSError as exc:
+            raise InputError(f"[paths] context: cannot read {path}: {exc.strerror or exc}") from None
         out[name] = cache[key]
     if changed:
+        _store(cache_file, cache)
+    return out
+
+
+def _store(cache_file: Path, cache: dict[str, str]) -> None:
+    """Write the digest cache atomically; an unwritable cache is skipped (the digests are recomputed)."""
+    tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
+    try:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(cache))
         tmp.replace(cache_file)
-    return out
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def place_files(files: Mapping[str, Path], dest: Path) -> None:

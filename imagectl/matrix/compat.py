@@ -101,11 +101,15 @@ _KEYS = ("cuda", "python", "cudnn", "nccl", "driver", "gpu")
 
 
 def parse_combination(items: tuple[str, ...], matrix: Matrix) -> Combination:
-    """Parse ``torch==2.3.1 cuda=12.1 python=3.12 nccl=2.20.5``; raises InputError for bad items."""
+    """Parse ``torch==2.3.1 cuda=12.1 python=3.12 nccl=2.20.5``; raises InputError for bad items and for an
+    item given twice (``torch==2.3.1 torch==2.2.0``, ``cuda=12.1 cuda=11.8``): which one was meant?"""
     fields: dict[str, str] = {}
     framework = version = None
     for item in items:
         if "==" in item:
+            if framework is not None:
+                raise InputError(f"check: {item!r}: a framework is already given ({framework}=={version});"
+                                 " check one combination at a time")
             framework, version = (s.strip() for s in item.split("==", 1))
             if framework not in matrix.frameworks:
                 known = ", ".join(sorted(matrix.frameworks))
@@ -115,6 +119,8 @@ def parse_combination(items: tuple[str, ...], matrix: Matrix) -> Combination:
         key, sep, value = item.partition("=")
         if not sep or key not in _KEYS:
             raise InputError(f"check: {item!r} is not FRAMEWORK==VERSION or one of {', '.join(k + '=' for k in _KEYS)}")
+        if key in fields:
+            raise InputError(f"check: {item!r}: {key} is already given ({key}={fields[key]})")
         fields[key] = _checked(key, value)
     if not framework or not version:
         raise InputError("check: name the framework and version, e.g. torch==2.3.1")

@@ -2,20 +2,23 @@
 
 Files are read in order (the shipped matrices first, then each user directory); a later file adds
 frameworks, toolkits, OSes and GPUs, and replaces entries with the same key (a release with the same version
-replaces the earlier one).  Every schema error names the file and the line.
+replaces the earlier one).  Every schema error names the file and the line; a key no table of that kind
+has (a typo like ``pin =``) is an error naming the nearest valid key, never silently ignored.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from string import Formatter
+from typing import Any, Callable, Iterable, Sequence
 
 from packaging.version import Version
 
 from ..errors import MatrixError, ValidationError
-from ..reference import parse_reference
-from ..tomlfile import line_of, load_toml
+from ..reference import check_tag, parse_reference
+from ..tomlfile import key_line, line_of, load_toml, table_line
 from ..grammar import (
     check_driver,
     check_package_name,
@@ -25,8 +28,27 @@ from ..grammar import (
     check_version,
 )
 from .model import BaseImages, CudaToolkit, Framework, Matrix, OsInfo, Release, Variant
+from .names import check_name_part, check_release_version
 
 _TOP_KEYS = {"base", "os", "cuda", "gpus", "framework", "release"}
+# table -> the keys it may have: the one declaration of the matrix schema's keys.
+KEYS: dict[str, frozenset[str]] = {
+    "base": frozenset({"repository", "flavors", "tag"}),
+    "os": frozenset({"python", "apt_python"}),
+    "cuda": frozenset({"release", "min_driver", "min_driver_compat", "archs", "os"}),
+    "framework": frozenset({"name", "label", "package", "companions", "cuda_tag", "index_url", "pypi_index_url",
+                            "check"}),
+    "release": frozenset({"version", "python", "companions", "variant"}),
+    "release.variant": frozenset({"cuda", "pypi", "cudnn", "nccl", "archs", "pins"}),
+}
+BASE_TAG_FIELDS = ("cuda_release", "cuda", "flavor", "os")
+CUDA_TAG_FIELDS = ("major", "minor")
+CHECK_MAIN = "main"  # templates/check/main.py.j2 includes check/<check>.py.j2: a framework cannot use it
+Start = Callable[[], int]  # where a table starts in its file: looked up only when there is an error to report
+
+
+def _first_line() -> int:
+    return 1
 
 
 class _Source:
@@ -35,9 +57,28 @@ class _Source:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def error(self, message: str, needle: str = "") -> MatrixError:
-        line = line_of(self.path, needle) if needle else 1
+    def error(self, message: str, needle: str = "", start: Start = _first_line) -> MatrixError:
+        line = line_of(self.path, needle, start()) if needle else start()
         return MatrixError(f"{self.path}:{line}: {message}")
+
+    def line(self, needle: str) -> Start:
+        """Where the first line with ``needle`` is (line 1 when none has it)."""
+        return lambda: line_of(self.path, needle)
+
+    def table_start(self, header: str, needle: str, start: Start = _first_line) -> Start:
+        """Where the ``header`` table starts that holds the first line from ``start`` on with ``needle``."""
+        return lambda: table_line(self.path, header, line_of(self.path, needle, start())) if needle else start()
+
+    def known_keys(self, body: dict[str, Any], table: str, where: str, start: Start = _first_line) -> None:
+        """Raise MatrixError at the line of the first key of ``body`` that ``KEYS[table]`` lacks, naming the
+        nearest valid key (or all of them)."""
+        allowed = sorted(KEYS[table])
+        for key in body:
+            if key not in KEYS[table]:
+                close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(allowed)}"
+                line = key_line(self.path, key, start())
+                raise MatrixError(f"{self.path}:{line}: unknown key {key!r} in {where} ({hint})")
 
     def check(self, func: Any, value: Any, what: str, needle: str) -> Any:
         try:
@@ -89,6 +130,9 @@ def _check_references(matrix: Matrix) -> None:
         for os_name in toolkit.os:
             if os_name not in matrix.os:
                 raise MatrixError(f"[cuda.{toolkit.version}] os {os_name!r} is not declared in any [os] table")
+    for flavor in matrix.base.flavors:
+        if flavor in matrix.os:
+            raise MatrixError(f"[base] flavor {flavor!r} is also an OS name: profile names could not tell them apart")
     for fw, release in iter_releases(matrix):
         for variant in release.variants:
             if variant.cuda not in matrix.cuda:
@@ -122,21 +166,50 @@ def _strings(src: _Source, value: Any, what: str, needle: str) -> tuple[str, ...
     return tuple(value)
 
 
+def _placeholders(src: _Source, value: Any, fields: Sequence[str], what: str, start: Start) -> str:
+    """``value`` if it is a str.format pattern using only ``{field}`` of ``fields`` (no index, attribute,
+    conversion or format spec); raises MatrixError naming the line otherwise."""
+    known = ", ".join(f"{{{f}}}" for f in fields)
+    if not isinstance(value, str):
+        raise src.error(f"{what} must be a string using {known}", what.split()[-1], start)
+    try:
+        parts = [(name, conv, spec) for _, name, spec, conv in Formatter().parse(value) if name is not None]
+    except ValueError as exc:
+        raise src.error(f"{what} {value!r}: {exc} (write a literal brace as {{{{ or }}}})",
+                        what.split()[-1], start) from None
+    for name, conv, spec in parts:
+        if name not in fields or conv or spec:
+            field = "{" + name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+            raise src.error(f"{what} {value!r} uses {field}; it may only use {known}", what.split()[-1], start)
+    return value
+
+
 def _base(src: _Source, body: Any) -> BaseImages:
     body = _as_table(src, body, "base")
+    start = src.line("[base]")
+    src.known_keys(body, "base", "[base]", start)
     repo = _require(src, body, "repository", "base")
     src.check(lambda v, w: parse_reference(v), repo, "base repository", "repository")
     flavor_names = _strings(src, _require(src, body, "flavors", "base"), "flavors", "flavors")
     flavors = tuple(src.check(check_token, f, "flavor", "flavors") for f in flavor_names)
-    tag = _require(src, body, "tag", "base")
-    if not isinstance(tag, str) or not flavors:
-        raise src.error("[base] tag must be a string and flavors non-empty", "tag")
+    for flavor in flavors:
+        src.check(lambda v, w: check_name_part(v, "suffix", w), flavor, "[base] flavor", "flavors")
+    tag = _placeholders(src, _require(src, body, "tag", "base"), BASE_TAG_FIELDS, "[base] tag", start)
+    if not flavors:
+        raise src.error("[base] flavors must not be empty", "flavors", start)
+    probe = tag.format(cuda_release="12.1.1", cuda="12.1", flavor=flavors[0], os="ubuntu22.04")
+    try:
+        parse_reference(f"{repo}:{check_tag(probe)}")
+    except ValidationError as exc:
+        raise src.error(f"[base] tag {tag!r} makes no valid reference: {exc}", "tag", start) from None
     return BaseImages(repository=repo, flavors=flavors, tag=tag)
 
 
 def _os(src: _Source, name: str, body: dict[str, Any]) -> OsInfo:
     needle = f'os."{name}"'
+    src.known_keys(body, "os", f"[os.{name}]", src.line(needle))
     src.check(check_token, name, "OS name", needle)
+    src.check(lambda v, w: check_name_part(v, "suffix", w), name, "OS name", needle)
     python = src.check(check_python, _require(src, body, "python", needle), f"[os.{name}] python", needle)
     apt_pythons = _strings(src, body.get("apt_python", [python]), "apt_python", needle)
     apt = tuple(src.check(check_python, p, f"[os.{name}] apt_python", needle) for p in apt_pythons)
@@ -145,6 +218,7 @@ def _os(src: _Source, name: str, body: dict[str, Any]) -> OsInfo:
 
 def _cuda(src: _Source, name: str, body: dict[str, Any]) -> CudaToolkit:
     needle = f'cuda."{name}"'
+    src.known_keys(body, "cuda", f"[cuda.{name}]", src.line(needle))
     src.check(check_version, name, "CUDA version", needle)
     if len(Version(name).release) != 2:
         raise src.error(f"CUDA key {name!r} must be MAJOR.MINOR", needle)
@@ -173,11 +247,18 @@ def _framework(src: _Source, data: dict[str, Any]) -> Framework:
     body = _as_table(src, data.get("framework"), "framework") if "framework" in data else None
     if body is None:
         raise src.error("a file with [[release]] entries needs a [framework] table", "release")
+    start = src.line("[framework]")
+    src.known_keys(body, "framework", "[framework]", start)
     get = lambda key: _require(src, body, key, "framework")  # noqa: E731
     name = src.check(check_token, get("name"), "framework name", "name")
+    src.check(lambda v, w: check_name_part(v, "framework", w), name, "framework name", "name")
     releases = data.get("release", [])
     if not isinstance(releases, list):
         raise src.error("release must be an array of tables ([[release]])", "release")
+    check = src.check(check_token, get("check"), "framework check", "check")
+    if check == CHECK_MAIN:
+        raise src.error(f"framework check {check!r} is reserved: templates/check/{CHECK_MAIN}.py.j2 includes"
+                        " check/<check>.py.j2; name the framework's own partial", "check", start)
     return Framework(
         name=name,
         label=str(body.get("label", name)),
@@ -186,37 +267,41 @@ def _framework(src: _Source, data: dict[str, Any]) -> Framework:
             src.check(check_package_name, c, "companion", "companions")
             for c in _strings(src, body.get("companions", []), "companions", "companions")
         ),
-        cuda_tag=_pattern(src, get("cuda_tag")),
+        cuda_tag=_pattern(src, get("cuda_tag"), start),
         index_url=src.check(check_url, get("index_url"), "framework index_url", "index_url"),
         pypi_index_url=src.check(
             check_url, body.get("pypi_index_url", "https://pypi.org/simple"), "pypi_index_url", "pypi_index_url"
         ),
-        check=src.check(check_token, get("check"), "framework check", "check"),
+        check=check,
         releases=tuple(sorted((_release(src, r) for r in releases), key=lambda r: Version(r.version), reverse=True)),
         source=src.path,
     )
 
 
-def _pattern(src: _Source, value: Any) -> str:
-    try:
-        probe = value.format(major=12, minor=1)
-    except (AttributeError, KeyError, IndexError, ValueError):
-        raise src.error(f"cuda_tag {value!r} may only use {{major}} and {{minor}}", "cuda_tag") from None
-    src.check(check_token, probe, "cuda_tag", "cuda_tag")
+def _pattern(src: _Source, value: Any, start: Start) -> str:
+    """The framework's ``cuda_tag`` pattern if every CUDA version makes a tag profile names can carry."""
+    value = _placeholders(src, value, CUDA_TAG_FIELDS, "cuda_tag", start)
+    for major, minor in ((12, 1), (11, 8), (13, 0)):
+        probe = value.format(major=major, minor=minor)
+        src.check(lambda v, w: check_name_part(v, "cuda_tag", w), probe, f"cuda_tag {value!r} makes", "cuda_tag")
     return value
 
 
 def _release(src: _Source, body: Any) -> Release:
     body = _as_table(src, body, "release")
+    version = body.get("version")
+    start = src.table_start("[[release]]", f'version = "{version}"' if isinstance(version, str) else "")
+    src.known_keys(body, "release", f"[[release]] {version or ''}".rstrip(), start)
     version = src.check(check_version, _require(src, body, "version", "release"), "release version", "version")
     needle = f'version = "{version}"'
+    src.check(check_release_version, version, "release version", needle)
     python_names = _strings(src, _require(src, body, "python", needle), "python", needle)
     pythons = tuple(src.check(check_python, p, f"release {version} python", needle) for p in python_names)
     companions = _pins(src, body.get("companions", {}), f"release {version} companions", needle)
     variants = body.get("variant", [])
     if not isinstance(variants, list) or not variants:
         raise src.error(f"release {version} has no [[release.variant]]", needle)
-    built = tuple(_variant(src, v, version) for v in variants)
+    built = tuple(_variant(src, v, version, start) for v in variants)
     if sum(v.pypi for v in built) > 1:
         raise src.error(f"release {version}: more than one variant has pypi = true", needle)
     if len({v.cuda for v in built}) != len(built):
@@ -233,8 +318,11 @@ def _pins(src: _Source, body: Any, what: str, needle: str) -> tuple[tuple[str, s
     ))
 
 
-def _variant(src: _Source, body: Any, version: str) -> Variant:
+def _variant(src: _Source, body: Any, version: str, release_start: Start) -> Variant:
     body = _as_table(src, body, "release.variant")
+    cuda_needle = f'cuda = "{body["cuda"]}"' if isinstance(body.get("cuda"), str) else ""
+    start = src.table_start("[[release.variant]]", cuda_needle, release_start)
+    src.known_keys(body, "release.variant", f"[[release.variant]] of release {version}", start)
     cuda = src.check(check_version, _require(src, body, "cuda", "release.variant"),
                      f"release {version} variant cuda", f'version = "{version}"')
     where = f"release {version} cuda {cuda}"

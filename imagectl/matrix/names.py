@@ -15,17 +15,46 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from ..errors import UnknownProfileError
+from ..errors import UnknownProfileError, ValidationError
 from ..reference import parse_reference
 from .model import CudaToolkit, Framework, Matrix, OsInfo, Profile, Release, Variant
 
+# The parts of a name, declared once: the matrix loader refuses a framework, CUDA tag, OS or flavour that
+# these do not match (it would be listed but could not be resolved).
+FRAMEWORK_NAME = r"[a-z][a-z0-9_]*"
+CUDA_TAG = r"[a-z]+[0-9]+"
+SUFFIX = r"[a-z0-9][a-z0-9.]*"  # an OS or a flavour
+# A release version as immutable tags carry it (``+`` becomes ``_``): no ``-``, ``!`` or ``_`` of its own.
+RELEASE_VERSION = r"[0-9][0-9A-Za-z.+]{0,63}"
 _NAME_RE = re.compile(
-    r"^(?P<fw>[a-z][a-z0-9_]*)"
+    rf"^(?P<fw>{FRAMEWORK_NAME})"
     r"-(?P<version>[0-9]+(?:\.[0-9]+){1,3})"
-    r"(?:-(?P<cuda>[a-z]+[0-9]+))?"
+    rf"(?:-(?P<cuda>{CUDA_TAG}))?"
     r"(?P<rest>(?:-[a-z0-9.]+)*)$"
 )
 _PY_RE = re.compile(r"^py(3\.[0-9]{1,2})$")
+
+
+def check_name_part(value: str, kind: str, what: str) -> str:
+    """``value`` if it can be part of a profile name as a ``kind`` (``framework``, ``cuda_tag``, ``suffix``:
+    an OS or a flavour); raises ValidationError saying why it cannot."""
+    pattern, expected = {
+        "framework": (FRAMEWORK_NAME, "a lower-case name of [a-z0-9_] starting with a letter"),
+        "cuda_tag": (CUDA_TAG, "letters then digits, like cu121"),
+        "suffix": (SUFFIX, "a lower-case name of [a-z0-9.] (no '-' or '_': profile names join parts with '-')"),
+    }[kind]
+    if not re.fullmatch(pattern, value) or (kind == "suffix" and _PY_RE.match(value)):
+        raise ValidationError(f"{what}: {value!r} is not {expected}")
+    return value
+
+
+def check_release_version(value: str, what: str) -> str:
+    """``value`` if immutable tags can carry it (``2.3.1``, ``2.3.1rc1``, ``2.3.1.post1``, ``2.3.1+cu121``);
+    raises ValidationError for ``2.3.1-1``, ``2.3.1-rc1``, ``1!2.3.1`` and the like."""
+    if not re.fullmatch(RELEASE_VERSION, value):
+        raise ValidationError(f"{what}: {value!r} cannot be part of an image tag: write it without '-', '_' or"
+                              " an epoch (2.3.1rc1, 2.3.1.post1), at most 64 characters")
+    return value
 
 
 @dataclass(frozen=True)

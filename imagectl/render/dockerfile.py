@@ -19,7 +19,8 @@ from ..matrix.model import Profile
 from ..reference import Reference
 from ..matrix.rules import Violation
 from ..shipped import template_dirs
-from .context import render_context
+from .context import NETRC_FILE, pip_netrc, render_context
+from .sandbox import TemplateSandbox
 
 DOCKERFILE_TEMPLATE = "Dockerfile.j2"
 CHECK_TEMPLATE = "check/main.py.j2"
@@ -28,8 +29,9 @@ EXTRAS_TEMPLATE = "Dockerfile.extras.j2"
 
 
 def make_environment(dirs: Sequence[Path]) -> jinja2.Environment:
-    """A strict, deterministic Jinja environment over ``dirs``."""
-    env = jinja2.Environment(
+    """A strict, deterministic Jinja environment over ``dirs``, sandboxed (:mod:`.sandbox`): a user's
+    template runs no host code, and any failure while rendering is a one-line TemplateError."""
+    env = TemplateSandbox(
         loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -70,8 +72,10 @@ def context_files(profile: Profile, config: Config, env: jinja2.Environment | No
                   base_image: Reference | None = None) -> dict[str, bytes]:
     """Every file of the build context for ``profile`` (name -> content), deterministic.
 
-    With ``base_image`` (``build --base``) the Dockerfile only layers ``extras`` on that image.
-    Raises ValidationError for bad extras (or none with a base image), TemplateError for a broken template.
+    With ``base_image`` (``build --base``) the Dockerfile only layers ``extras`` on that image.  With index
+    credentials the context holds :data:`~.context.NETRC_FILE`, which only the first build stage reads.
+    Raises ValidationError for bad extras (or none with a base image) or conflicting index credentials,
+    TemplateError for a broken template.
     """
     if base_image is not None and not extras:
         raise ValidationError("--base needs extra packages (--extra or --requirements) to layer on the image")
@@ -87,15 +91,21 @@ def context_files(profile: Profile, config: Config, env: jinja2.Environment | No
     out = {name: text.encode() for name, text in files.items()}
     if config.ca_bundle:
         out["ca.pem"] = config.ca_bundle.read_bytes()
+    if context["pip"]["netrc"]:
+        out[NETRC_FILE] = pip_netrc(profile, config).encode()
     return out
 
 
 def write_context(files: Mapping[str, bytes], dest: Path) -> list[Path]:
-    """Write a build context into ``dest`` (created if needed); returns the paths written."""
+    """Write a build context into ``dest`` (created if needed); returns the paths written.  The netrc file
+    of index credentials is readable by its owner only.  Raises OSError."""
     dest.mkdir(parents=True, exist_ok=True)
     written = []
     for name, content in sorted(files.items()):
         path = dest / name
+        if name == NETRC_FILE:
+            path.touch(mode=0o600)
+            path.chmod(0o600)
         path.write_bytes(content)
         written.append(path)
     return written

@@ -62,3 +62,14 @@ def test_check_combination(matrix):
 def test_check_bad_input(matrix, items, message):
     with pytest.raises(InputError, match=message):
         parse_combination(items, matrix)
+
+
+@pytest.mark.parametrize("items, message", [
+    (("torch==2.3.1", "torch==2.2.0"), r"check: 'torch==2.2.0': a framework is already given \(torch==2.3.1\)"),
+    (("torch==2.3.1", "cuda=12.1", "cuda=11.8"), r"check: 'cuda=11.8': cuda is already given \(cuda=12.1\)"),
+    (("python=3.11", "torch==2.3.1", "python=3.12"), r"python is already given"),
+])
+def test_an_item_given_twice_is_refused(matrix, items, message):
+    with pytest.raises(InputError, match=message) as caught:
+        parse_combination(items, matrix)
+    assert caught.value.exit_code == 2

@@ -8,6 +8,9 @@ import pytest
 from imagectl.config import Config
 from imagectl.errors import TemplateError, ValidationError
 from imagectl.matrix.names import resolve_profile
+from imagectl.images.build_key import build_key
+from imagectl.reference import parse_reference
+from imagectl.render.context import NETRC_FILE
 from imagectl.render.dockerfile import context_files, write_context
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -105,3 +108,158 @@ def test_ca_bundle_is_copied_into_context(matrix, tmp_path):
 def test_check_script_is_valid_python(matrix):
     script = context_files(resolve_profile("torch-2.3-cu121", matrix), Config())["imagectl-check.py"].decode()
     compile(script, "imagectl-check.py", "exec")
+
+
+SECRET = "S3cr3tT0ken"
+WITH_CREDENTIALS = Config(pip_index_url=f"https://user:{SECRET}@pypi.example.com/whl/{{cuda_tag}}",
+                          pip_extra_index_urls=(f"https://bot:{SECRET}x@extra.example.com/simple",))
+
+
+def test_golden_dockerfile_with_index_credentials(matrix):
+    files = context_files(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS, extras=["einops==0.8.0"])
+    check_golden("torch-2.3-cu121.credentials.Dockerfile", files["Dockerfile"].decode())
+
+
+def test_index_credentials_reach_only_the_netrc_file(matrix):
+    files = context_files(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS, extras=["einops==0.8.0"])
+    assert [name for name, content in files.items() if SECRET.encode() in content] == [NETRC_FILE]
+    assert files[NETRC_FILE] == (f"machine extra.example.com login bot password {SECRET}x\n"
+                                 f"machine pypi.example.com login user password {SECRET}\n").encode()
+    req = files["requirements.txt"].decode()
+    assert "--index-url https://pypi.example.com/whl/cu121\n" in req
+    assert "--extra-index-url https://extra.example.com/simple\n" in req
+
+
+def test_final_stage_copies_the_environment_and_never_the_credentials(matrix):
+    text = context_files(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS,
+                         extras=["einops==0.8.0"])["Dockerfile"].decode()
+    install, final = text.split("\nFROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04\n")
+    assert "AS imagectl-install" in install and f"COPY {NETRC_FILE} " in install
+    assert "pip install --no-cache-dir -r /opt/imagectl/requirements.txt -r /opt/imagectl/extra-requirements.txt" \
+        in install  # the extras are installed with the credentials too
+    assert NETRC_FILE not in final and "RUN pip install" not in final and "imagectl-secrets" not in final
+    assert "COPY --from=imagectl-install /opt/venv /opt/venv\n" in final
+    assert final.count("\nLABEL ") == 1 and install.count("LABEL") == 0
+
+
+def test_extras_on_a_base_with_index_credentials(matrix):
+    base = parse_reference("registry.example.com/team/torch:stable")
+    files = context_files(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS, extras=["einops==0.8.0"],
+                          base_image=base)
+    install, final = files["Dockerfile"].decode().split("\nFROM registry.example.com/team/torch:stable\n")
+    assert f"COPY {NETRC_FILE} " in install and "python -m pip install" in install
+    assert NETRC_FILE not in final and "COPY --from=imagectl-install /opt/venv /opt/venv\n" in final
+
+
+def test_one_credential_per_index_host(matrix):
+    cfg = Config(pip_index_url="https://a:one1@pypi.example.com/simple",
+                 pip_extra_index_urls=("https://a:two2@pypi.example.com/other",))
+    with pytest.raises(ValidationError, match="pypi.example.com different credentials") as caught:
+        context_files(resolve_profile("torch-2.3-cu121", matrix), cfg)
+    assert "one1" not in str(caught.value) and "two2" not in str(caught.value)
+
+
+def test_build_key_follows_the_index_without_showing_the_credential(matrix):
+    profile = resolve_profile("torch-2.3-cu121", matrix)
+
+    def key(url: str) -> str:
+        return build_key(context_files(profile, Config(pip_index_url=url)), "sha256:" + "a" * 64, {})
+
+    one = key(f"https://user:{SECRET}@pypi.example.com/simple")
+    assert one == key(f"https://user:{SECRET}@pypi.example.com/simple") and SECRET not in one
+    assert one != key(f"https://user:{SECRET}@other.example.com/simple")  # another target
+    assert one != key("https://pypi.example.com/simple")  # the same index without credentials
+    assert one != key(f"https://other-user:{SECRET}@pypi.example.com/simple")  # another login
+    # the password never reaches the key (a label anyone who can pull reads): no guessing it offline
+    assert one == key("https://user:another-password@pypi.example.com/simple")
+
+
+def test_netrc_file_is_written_for_its_owner_only(matrix, tmp_path):
+    files = context_files(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS)
+    write_context(files, tmp_path)
+    assert (tmp_path / NETRC_FILE).stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "Dockerfile").stat().st_mode & 0o077 != 0
+
+
+# --- user templates are sandboxed (issue 9, item 15) ---------------------------------------------------------------
+
+def hostile_payloads(marker: Path) -> list[str]:
+    """Templates that run host code (or change the context) in a plain Jinja environment."""
+    touch = f"'touch {marker}'"
+    return [
+        "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+        f"{{{{ cycler.__init__.__globals__.os.system({touch}) }}}}",
+        f"{{{{ joiner.__init__.__globals__.os.popen({touch}).read() }}}}",
+        f"{{{{ lipsum.__globals__['os'].system({touch}) }}}}",
+        f"{{{{ self.__init__.__globals__.__builtins__.__import__('os').system({touch}) }}}}",
+        "{{ '{0.__class__.__init__.__globals__}'.format(cycler) }}",
+        "{{ ''|attr('__class__') }}",
+        "{{ profile|attr('update')({'name': 'x'}) }}",
+        "{% set pins = [] %}{{ pins.append(1) }}",
+    ]
+
+
+def test_the_payloads_do_run_host_code_outside_the_sandbox(tmp_path):
+    import jinja2
+
+    marker = tmp_path / "pwned"
+    jinja2.Environment().from_string(hostile_payloads(marker)[1]).render()
+    assert marker.exists()  # so the sandbox tests below test something
+
+
+@pytest.mark.parametrize("index", range(len(hostile_payloads(Path("x")))))
+def test_a_hostile_user_template_is_a_template_error_and_runs_nothing(matrix, tmp_path, index):
+    marker = tmp_path / "pwned"
+    templates = tmp_path / "evil"
+    (templates / "partials").mkdir(parents=True)
+    (templates / "partials" / "ca.j2").write_text("# line 1\n" + hostile_payloads(marker)[index] + "\n")
+    with pytest.raises(TemplateError, match=r"evil/partials/ca.j2:2: template error: SecurityError: .* unsafe"):
+        context_files(resolve_profile("torch-2.3-cu121", matrix), Config(template_dirs=(templates,)))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("template, message", [
+    ("{{ 1 // 0 }}", "ZeroDivisionError"),
+    ("{{ range(10**9)|list|length }}", "OverflowError: Range too big"),
+    ('{% include "partials/ca.j2" %}', "RecursionError"),
+    ("{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}", "template syntax error: nested too deeply"),
+])
+def test_any_failure_of_a_user_template_is_one_template_error_line(matrix, tmp_path, template, message):
+    (tmp_path / "partials").mkdir()
+    (tmp_path / "partials" / "ca.j2").write_text(template)
+    with pytest.raises(TemplateError, match=message) as caught:
+        context_files(resolve_profile("torch-2.3-cu121", matrix), Config(template_dirs=(tmp_path,)))
+    assert "partials/ca.j2:1: " in str(caught.value) and len(str(caught.value).splitlines()) == 1
+
+
+def test_a_discovered_configuration_cannot_make_validate_or_render_run_host_code(run_cli, tmp_path):
+    marker = tmp_path / "pwned"
+    (tmp_path / "evil" / "partials").mkdir(parents=True)
+    (tmp_path / "evil" / "partials" / "ca.j2").write_text(hostile_payloads(marker)[1])
+    (tmp_path / "imagectl.toml").write_text('[paths]\ntemplates = ["evil"]\n')  # found in the working directory
+    rendered = run_cli("render", "torch-2.3-cu121")
+    assert rendered.code == 2 and rendered.out == "" and not marker.exists()
+    assert rendered.err.startswith("imagectl: ") and "SecurityError" in rendered.err
+    assert len(rendered.err.splitlines()) == 1
+    validated = run_cli("validate")
+    assert validated.code == 1 and not marker.exists() and "Traceback" not in validated.out + validated.err
+    assert "[template-renders]" in validated.out and "SecurityError" in validated.out
+
+
+def test_the_shipped_templates_render_the_same_in_the_sandbox(matrix):
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from imagectl.matrix.names import list_profiles
+    from imagectl.render.dockerfile import assignments, make_environment, quote
+    from imagectl.shipped import template_dirs
+
+    sandboxed = make_environment(template_dirs(MIRRORED))
+    assert isinstance(sandboxed, ImmutableSandboxedEnvironment)
+    plain = jinja2.Environment(loader=sandboxed.loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                               trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    plain.filters.update(q=quote, assignments=assignments)
+    for profile in list_profiles(matrix):
+        for extras in ((), ("einops==0.8.0",)):
+            assert context_files(profile, MIRRORED, sandboxed, extras=extras) == \
+                context_files(profile, MIRRORED, plain, extras=extras), profile.name
