@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .. import __version__
+
+if TYPE_CHECKING:
+    from .workspace import Workspace
 
 
 class _Root(click.Group):
@@ -42,7 +45,7 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
     ctx.obj = {"config_path": config_path}
 
 
-def workspace(ctx: click.Context) -> Any:
+def workspace(ctx: click.Context) -> "Workspace":
     """The command's Workspace (configuration loaded on first use); raises ConfigError."""
     root = ctx.find_root()
     if "workspace" not in root.obj:
@@ -58,7 +61,7 @@ def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True))
 
 
-def check_framework(ws: Any, framework: str | None) -> str | None:
+def check_framework(ws: "Workspace", framework: str | None) -> str | None:
     """``--framework`` if the matrix has it (None when not given); raises InputError otherwise (also for "")."""
     from ..errors import InputError
 

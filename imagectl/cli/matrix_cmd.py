@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import InputError
 from .app import check_framework, echo_json, framework_option, json_option, workspace
+
+if TYPE_CHECKING:
+    from .workspace import Workspace
 
 _FORMATS = ("json", "github", "gitlab", "markdown")  # imagectl.ci.outputs.FORMATS, kept here so --help imports nothing
 
@@ -121,12 +125,12 @@ def _write(path: Path, data: bytes) -> None:
     write_report(path, data)
 
 
-def _output_path(output: str, ws: object) -> Path:
+def _output_path(output: str, ws: "Workspace") -> Path:
     """``--output`` as a path; raises InputError for a file in a matrix directory (never edited in place)."""
     from ..shipped import matrix_dirs
 
     path = Path(output).resolve()
-    dirs = {d.resolve() for d in matrix_dirs(ws.config)}  # type: ignore[attr-defined]
-    if path.parent in dirs or path in {f.resolve() for f in ws.matrix.files}:  # type: ignore[attr-defined]
+    dirs = {d.resolve() for d in matrix_dirs(ws.config)}
+    if path.parent in dirs or path in {f.resolve() for f in ws.matrix.files}:
         raise InputError(f"--output {output}: is in a matrix directory; write proposals elsewhere and review them")
     return path
