@@ -52,14 +52,14 @@ def check_version(value: object, what: str = "version") -> str:
 
 def check_python(value: object, what: str = "python") -> str:
     """Return a ``3.X`` Python version; raises ValidationError otherwise."""
-    if not isinstance(value, str) or not _PYTHON_RE.match(value):
+    if not isinstance(value, str) or not _PYTHON_RE.fullmatch(value):
         raise _fail(what, value, "a Python version like 3.11")
     return value
 
 
 def check_driver(value: object, what: str = "driver") -> str:
     """Return an NVIDIA driver version such as ``535.104.05``; raises ValidationError otherwise."""
-    if not isinstance(value, str) or not _DRIVER_RE.match(value):
+    if not isinstance(value, str) or not _DRIVER_RE.fullmatch(value):
         raise _fail(what, value, "a driver version like 535.104.05")
     return value
 
@@ -83,14 +83,14 @@ def major_minor(version: object) -> str | None:
 
 def check_package_name(value: object, what: str = "package name") -> str:
     """Return a PEP 508 distribution name; raises ValidationError otherwise."""
-    if not isinstance(value, str) or not _NAME_RE.match(value):
+    if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
         raise _fail(what, value, "a package name")
     return value
 
 
 def check_token(value: object, what: str) -> str:
     """Return a lower-case identifier (``runtime``, ``ubuntu22.04``, ``torch``); raises ValidationError."""
-    if not isinstance(value, str) or not _TOKEN_RE.match(value):
+    if not isinstance(value, str) or not _TOKEN_RE.fullmatch(value):
         raise _fail(what, value, "a lower-case name of [a-z0-9._-]")
     return value
 
@@ -108,7 +108,7 @@ def check_requirement(value: object, what: str = "requirement") -> str:
         raise _error(f"{what}: {value!r} is not a PEP 508 requirement ({reason})", value) from None
     if req.url:
         raise _fail(what, value, "a requirement from the index (direct URLs are not allowed)")
-    if not _SAFE_TEXT_RE.match(value):
+    if not _SAFE_TEXT_RE.fullmatch(value):
         raise _fail(what, value, "free of quotes, backslashes, '$' and control characters")
     return str(req)
 
@@ -118,11 +118,11 @@ def check_url(value: object, what: str = "URL", credentials: bool = False) -> st
     only) it may carry ``user:password@`` (see :func:`url_credentials`).  Raises ValidationError, whose message
     never shows the credentials."""
     bare, userinfo = split_userinfo(value) if isinstance(value, str) else ("", None)
-    if not _URL_RE.match(bare.replace("{cuda_tag}", "cuda")):
+    if not _URL_RE.fullmatch(bare.replace("{cuda_tag}", "cuda")):
         raise _fail(what, value, "an http(s) URL of plain characters")
     if userinfo is not None and not credentials:
         raise _fail(what, value, "a URL without credentials (user:password@ is allowed in [pip] index URLs only)")
-    if userinfo is not None and not _USERINFO_RE.match(userinfo):
+    if userinfo is not None and not _USERINFO_RE.fullmatch(userinfo):
         raise _fail(what, value, "a URL whose credentials are user:password of URL characters (percent-encode others)")
     if userinfo is not None and any(_NETRC_UNSAFE_RE.search(unquote(part)) for part in userinfo.split(":", 1)):
         raise _fail(what, value, "a URL whose credentials are free of spaces, quotes, '#', '$' and backslashes")
@@ -152,20 +152,32 @@ def url_credentials(url: str) -> tuple[str, str, str] | None:
 
 def check_host(value: object, what: str = "host") -> str:
     """Return ``host`` or ``host:port``; raises ValidationError otherwise."""
-    if not isinstance(value, str) or not _HOST_RE.match(value):
+    if not isinstance(value, str) or not _HOST_RE.fullmatch(value):
         raise _fail(what, value, "a host or host:port")
     return value
 
 
 def check_env_name(value: object, what: str = "variable name") -> str:
     """Return a shell-safe environment variable or build-arg name; raises ValidationError otherwise."""
-    if not isinstance(value, str) or not _ENV_NAME_RE.match(value):
+    if not isinstance(value, str) or not _ENV_NAME_RE.fullmatch(value):
         raise _fail(what, value, "a variable name of [A-Za-z0-9_]")
     return value
 
 
 def check_text(value: object, what: str) -> str:
     """Return one line of text with no quotes, backslashes, '$' or control characters."""
-    if not isinstance(value, str) or not _SAFE_TEXT_RE.match(value):
+    if not isinstance(value, str) or not _SAFE_TEXT_RE.fullmatch(value):
         raise _fail(what, value, "one line of text without quotes, backslashes or '$'")
+    return value
+
+
+# Debian Policy 5.6.7: lower-case letters, digits, '+', '-' and '.', two characters at least, alphanumeric first
+_DEB_PACKAGE_RE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+
+
+def check_deb_package(value: object, what: str = "OS package") -> str:
+    """Return a Debian/Ubuntu binary package name (``g++``, ``python3.11-dev``: shell-safe, no version or
+    option); raises ValidationError otherwise."""
+    if not isinstance(value, str) or not _DEB_PACKAGE_RE.fullmatch(value):
+        raise _fail(what, value, "a Debian package name of [a-z0-9+.-]")
     return value

@@ -80,7 +80,7 @@ class Reference:
 
 def check_tag(tag: str) -> str:
     """Return ``tag`` if it is a valid tag; raises ValidationError otherwise."""
-    if not _TAG_RE.match(tag or ""):
+    if not _TAG_RE.fullmatch(tag or ""):
         raise ValidationError(f"invalid image tag {tag!r}: tags are 1-128 of [A-Za-z0-9_.-], not starting with . or -")
     return tag
 
@@ -88,7 +88,7 @@ def check_tag(tag: str) -> str:
 def check_digest(digest: str) -> str:
     """Return ``digest`` if it is ``sha256:`` and exactly 64 lower-case hex digits (or sha384:96, sha512:128);
     raises ValidationError otherwise."""
-    if not isinstance(digest, str) or not _DIGEST_RE.match(digest):
+    if not isinstance(digest, str) or not _DIGEST_RE.fullmatch(digest):
         algo = digest.partition(":")[0] if isinstance(digest, str) else ""
         want = DIGEST_HEX_LENGTHS.get(algo)
         expected = f"{algo}: and exactly {want} lower-case hex digits" if want else "sha256: and 64 hex digits"
@@ -128,9 +128,9 @@ def parse_reference(text: str) -> Reference:
     domain, path = _split_domain(rest)
     if domain == DEFAULT_DOMAIN and "/" not in path:
         path = f"library/{path}"
-    if not _DOMAIN_RE.match(domain):
+    if not _DOMAIN_RE.fullmatch(domain):
         raise ValidationError(f"invalid image reference {text!r}: bad registry host {domain!r}")
-    if not _PATH_RE.match(path) or len(path) + len(domain) + 1 > _MAX_NAME:
+    if not _PATH_RE.fullmatch(path) or len(path) + len(domain) + 1 > _MAX_NAME:
         raise ValidationError(
             f"invalid image reference {text!r}: repository {path!r} must be lower-case components of "
             "[a-z0-9] joined by '.', '_', '__' or '-', separated by '/'"

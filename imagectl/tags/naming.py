@@ -80,19 +80,19 @@ def image_part(image: str) -> str:
 
 def is_immutable(tag: str) -> bool:
     """Whether ``tag`` follows the immutable scheme (so it may be pruned, never moved)."""
-    return bool(_IMMUTABLE_RE.match(tag))
+    return bool(_IMMUTABLE_RE.fullmatch(tag))
 
 
 def tag_time(tag: str) -> datetime | None:
     """The build time written into an immutable tag, or None for other tags."""
-    match = _IMMUTABLE_RE.match(tag)
+    match = _IMMUTABLE_RE.fullmatch(tag)
     return datetime.strptime(match["stamp"], "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc) if match else None
 
 
 def immutable_parts(tag: str) -> dict[str, str] | None:
     """The parts of an immutable tag (``version``, ``cuda``, ``python``, ``stamp``, ``key``, and ``image``
     when the tag has one), or None for other tags."""
-    match = _IMMUTABLE_RE.match(tag)
+    match = _IMMUTABLE_RE.fullmatch(tag)
     return {k: v for k, v in match.groupdict().items() if v is not None} if match else None
 
 
@@ -133,7 +133,7 @@ def check_channel(name: str) -> str:
     if is_immutable(name or ""):
         raise ValidationError(f"channel {name!r}: that is the shape of an immutable tag, which never moves;"
                               " use a name like stable or canary")
-    if not _CHANNEL_RE.match(name or "") or name == MOVING_TAG:
+    if not _CHANNEL_RE.fullmatch(name or "") or name == MOVING_TAG:
         raise ValidationError(f"channel {name!r}: use a lower-case name like stable or canary (not {MOVING_TAG!r})")
     return name
 

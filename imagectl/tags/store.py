@@ -161,7 +161,7 @@ def record_tag(tag: str, when: datetime, nonce: str) -> str:
 
 def key_of_record(name: str) -> str | None:
     """The :func:`record_key` a record tag ``name`` carries, or None for a name :func:`record_tag` did not make."""
-    match = _RECORD_RE.match(name)
+    match = _RECORD_RE.fullmatch(name)
     return match["key"] if match else None
 
 
