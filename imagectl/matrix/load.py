@@ -20,6 +20,7 @@ from ..errors import MatrixError, ValidationError
 from ..reference import check_tag, parse_reference
 from ..tomlfile import key_line, line_of, load_toml, table_line
 from ..grammar import (
+    check_deb_package,
     check_driver,
     check_package_name,
     check_python,
@@ -33,17 +34,20 @@ from .names import check_name_part, check_release_version
 _TOP_KEYS = {"base", "os", "cuda", "gpus", "framework", "release"}
 # table -> the keys it may have: the one declaration of the matrix schema's keys.
 KEYS: dict[str, frozenset[str]] = {
-    "base": frozenset({"repository", "flavors", "tag"}),
+    "base": frozenset({"repository", "flavors", "tag", "wheel_cuda_flavor"}),
     "os": frozenset({"python", "apt_python"}),
     "cuda": frozenset({"release", "min_driver", "min_driver_compat", "archs", "os"}),
     "framework": frozenset({"name", "label", "package", "companions", "cuda_tag", "index_url", "pypi_index_url",
-                            "check"}),
+                            "check", "jit_packages"}),
     "release": frozenset({"version", "python", "companions", "variant"}),
     "release.variant": frozenset({"cuda", "pypi", "cudnn", "nccl", "archs", "pins"}),
 }
 BASE_TAG_FIELDS = ("cuda_release", "cuda", "flavor", "os")
 CUDA_TAG_FIELDS = ("major", "minor")
+JIT_PACKAGE_FIELDS = ("python",)
 CHECK_MAIN = "main"  # templates/check/main.py.j2 includes check/<check>.py.j2: a framework cannot use it
+# the check partials that are not a framework's own (main.py.j2 or torch.py.j2 include them): not a check name
+RESERVED_CHECKS = frozenset({CHECK_MAIN, "libraries", "torch_compile", "cuda_toolchain"})
 Start = Callable[[], int]  # where a table starts in its file: looked up only when there is an error to report
 
 
@@ -202,7 +206,19 @@ def _base(src: _Source, body: Any) -> BaseImages:
         parse_reference(f"{repo}:{check_tag(probe)}")
     except ValidationError as exc:
         raise src.error(f"[base] tag {tag!r} makes no valid reference: {exc}", "tag", start) from None
-    return BaseImages(repository=repo, flavors=flavors, tag=tag)
+    wheel_flavor = _wheel_cuda_flavor(src, body.get("wheel_cuda_flavor"), flavors, start)
+    return BaseImages(repository=repo, flavors=flavors, tag=tag, wheel_cuda_flavor=wheel_flavor)
+
+
+def _wheel_cuda_flavor(src: _Source, value: Any, flavors: tuple[str, ...], start: Start) -> str | None:
+    """``[base] wheel_cuda_flavor``: one of ``flavors`` other than the first (the first stays the default of
+    builds whose pins bring no ``nvidia-*`` wheels, which cannot use it), or None; raises MatrixError."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in flavors[1:]:
+        raise src.error(f"[base] wheel_cuda_flavor {value!r} must be one of flavors after the first"
+                        f" ({', '.join(flavors[1:]) or 'none'})", "wheel_cuda_flavor", start)
+    return value
 
 
 def _os(src: _Source, name: str, body: dict[str, Any]) -> OsInfo:
@@ -256,9 +272,9 @@ def _framework(src: _Source, data: dict[str, Any]) -> Framework:
     if not isinstance(releases, list):
         raise src.error("release must be an array of tables ([[release]])", "release")
     check = src.check(check_token, get("check"), "framework check", "check")
-    if check == CHECK_MAIN:
-        raise src.error(f"framework check {check!r} is reserved: templates/check/{CHECK_MAIN}.py.j2 includes"
-                        " check/<check>.py.j2; name the framework's own partial", "check", start)
+    if check in RESERVED_CHECKS:
+        raise src.error(f"framework check {check!r} is reserved: templates/check/{check}.py.j2 is included by"
+                        " the check of every image; name the framework's own partial", "check", start)
     return Framework(
         name=name,
         label=str(body.get("label", name)),
@@ -275,7 +291,18 @@ def _framework(src: _Source, data: dict[str, Any]) -> Framework:
         check=check,
         releases=tuple(sorted((_release(src, r) for r in releases), key=lambda r: Version(r.version), reverse=True)),
         source=src.path,
+        jit_packages=_jit_packages(src, body.get("jit_packages", []), start),
     )
+
+
+def _jit_packages(src: _Source, value: Any, start: Start) -> tuple[str, ...]:
+    """The framework's ``jit_packages``: OS package names that may use ``{python}`` (``python{python}-dev``),
+    each a Debian package name once formatted; raises MatrixError naming the line otherwise."""
+    patterns = _strings(src, value, "jit_packages", "jit_packages")
+    for pattern in patterns:
+        _placeholders(src, pattern, JIT_PACKAGE_FIELDS, "jit_packages", start)
+        src.check(check_deb_package, pattern.format(python="3.11"), f"jit_packages {pattern!r} makes", "jit_packages")
+    return patterns
 
 
 def _pattern(src: _Source, value: Any, start: Start) -> str:

@@ -41,13 +41,36 @@ class CudaToolkit:
         return Version(self.version).major
 
 
+# A pin of this prefix is a wheel that brings CUDA libraries of its own (nvidia-cudnn-cu12, nvidia-nccl-cu12, ...).
+WHEEL_CUDA_PREFIX = "nvidia-"
+
+
 @dataclass(frozen=True)
 class BaseImages:
-    """How a base image reference is made: repository, flavours (first is default) and tag pattern."""
+    """How a base image reference is made: repository, flavours, the default flavour and the tag pattern.
+
+    The default flavour of a variant is ``wheel_cuda_flavor`` when its pins carry ``nvidia-*`` wheels (they
+    bring the CUDA libraries the framework loads, so a base image without the toolkit's libraries is enough),
+    else the first of ``flavors``.  ``wheel_cuda_flavor`` is offered only to such variants: it carries no
+    library a framework without those wheels could load.
+    """
 
     repository: str
     flavors: tuple[str, ...]
     tag: str
+    wheel_cuda_flavor: str | None = None
+
+    def default_flavor(self, variant: Variant) -> str:
+        """The flavour a profile of ``variant`` has when its name has no flavour suffix."""
+        if self.wheel_cuda_flavor and variant.wheel_cuda:
+            return self.wheel_cuda_flavor
+        return self.flavors[0]
+
+    def flavors_for(self, variant: Variant) -> tuple[str, ...]:
+        """The flavours ``variant``'s profiles can have, its default first, the rest in ``flavors`` order."""
+        default = self.default_flavor(variant)
+        usable = [f for f in self.flavors if f != self.wheel_cuda_flavor or variant.wheel_cuda]
+        return (default, *(f for f in usable if f != default))
 
 
 @dataclass(frozen=True)
@@ -60,6 +83,12 @@ class Variant:
     nccl: str | None
     pins: tuple[tuple[str, str], ...]  # (pip name, exact version), sorted by name
     archs: tuple[str, ...] = ()  # GPU targets of the build, when narrower than the toolkit's
+
+    @property
+    def wheel_cuda(self) -> bool:
+        """True when the pins carry ``nvidia-*`` wheels: the build brings its own CUDA libraries (every PyPI
+        torch since 1.13, the JAX CUDA plugins) and loads them from site-packages, not from the base image."""
+        return any(name.startswith(WHEEL_CUDA_PREFIX) for name, _ in self.pins)
 
 
 @dataclass(frozen=True)
@@ -92,6 +121,7 @@ class Framework:
     check: str  # name of the check partial under templates/check/
     releases: tuple[Release, ...]  # newest first
     source: Path
+    jit_packages: tuple[str, ...] = ()  # OS packages its JIT compilers need; patterns with {python}
 
     def tag_of(self, cuda: str) -> str:
         """The framework's name for a CUDA version: ``cu121`` for torch and 12.1."""

@@ -18,10 +18,22 @@ from ..config import Config
 from ..matrix.model import Profile
 from ..reference import Reference, apply_mirror
 from ..errors import ValidationError
-from ..grammar import check_requirement, check_url, split_userinfo, url_credentials
+from ..grammar import (check_deb_package, check_driver, check_requirement, check_text, check_url, check_version,
+                       split_userinfo, url_credentials)
 from ..labels import labels_for
 
 NETRC_FILE = "imagectl-pip.netrc"  # in the build context only when an index URL carries credentials
+# Flavours whose base image carries the CUDA toolkit, and where: nvidia/cuda's devel images install it in
+# /usr/local/cuda (a link to /usr/local/cuda-X.Y) with nvcc in its bin/, which their PATH holds.
+TOOLKIT_HOMES = {"devel": "/usr/local/cuda"}
+# What the NVIDIA container runtime exposes to a container (nvidia/cuda's images set the same): every GPU the
+# runtime is given, and the compute (CUDA) and utility (nvidia-smi, NVML) driver libraries.
+NVIDIA_RUNTIME_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
+ENTRY_PATH = "/opt/imagectl/entry.sh"  # the image's ENTRYPOINT (templates/entry.sh.j2)
+DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"  # the kernel module's version line, when nvidia-smi is absent
+# nvidia/cuda's own ENTRYPOINT (banner, its driver notices; bash without a command): the entry script hands over
+# to it where the base has it, so the base's behaviour stays.
+BASE_ENTRYPOINT = "/opt/nvidia/nvidia_entrypoint.sh"
 
 
 def _configured_index(profile: Profile, config: Config) -> str | None:
@@ -65,8 +77,15 @@ def base_reference(profile: Profile, config: Config, digest: str | None = None,
     return ref.with_digest(digest) if digest else ref
 
 
+def cuda_home(profile: Profile) -> str:
+    """Where the profile's base image keeps the CUDA toolkit (nvcc), or "" for a flavour without one."""
+    return TOOLKIT_HOMES.get(profile.flavor, "")
+
+
 def image_env(profile: Profile) -> dict[str, str]:
-    """Environment variables users expect in the image (versions and the driver requirement)."""
+    """Environment variables users expect in the image: versions, the driver requirement, what the NVIDIA
+    container runtime exposes (stated, not inherited: a ``base`` flavour or a ``--base`` image may lack them)
+    and, on a flavour with the CUDA toolkit, ``CUDA_HOME``."""
     fw = profile.framework.name.upper().replace("-", "_")
     env = {
         "IMAGECTL_PROFILE": profile.name,
@@ -74,8 +93,34 @@ def image_env(profile: Profile) -> dict[str, str]:
         "IMAGECTL_CUDNN_VERSION": profile.variant.cudnn or "",
         "IMAGECTL_NCCL_VERSION": profile.variant.nccl or "",
         "NVIDIA_REQUIRE_CUDA": f"cuda>={profile.variant.cuda}",
+        **NVIDIA_RUNTIME_ENV,
     }
+    if cuda_home(profile):
+        env["CUDA_HOME"] = cuda_home(profile)
     return dict(sorted(env.items()))
+
+
+def entry_context(profile: Profile) -> dict[str, str]:
+    """What the entry script (``templates/entry.sh.j2``) needs: the profile's driver floors (full and
+    minor-version compatibility), where it reads the node's driver and which entrypoint it hands over to.
+    Raises ValidationError for a floor that is not a driver version (it is interpolated into a shell script)."""
+    toolkit = profile.toolkit
+    return {
+        "path": ENTRY_PATH,
+        "profile": check_text(profile.name, "profile name"),
+        "cuda": check_version(toolkit.version, "cuda version"),
+        "min_driver": check_driver(toolkit.min_driver, f"cuda.{toolkit.version}.min_driver"),
+        "min_driver_compat": check_driver(toolkit.min_driver_compat, f"cuda.{toolkit.version}.min_driver_compat"),
+        "driver_version_file": DRIVER_VERSION_FILE,
+        "next_entrypoint": BASE_ENTRYPOINT,
+    }
+
+
+def jit_packages(profile: Profile) -> list[str]:
+    """The OS packages the framework's JIT compilers need (``[framework] jit_packages``) for the profile's
+    Python, sorted; raises ValidationError for one that is not a Debian package name."""
+    patterns = profile.framework.jit_packages
+    return sorted({check_deb_package(p.format(python=profile.python), "jit_packages") for p in patterns})
 
 
 def render_context(profile: Profile, config: Config, base_digest: str | None = None,
@@ -100,6 +145,7 @@ def render_context(profile: Profile, config: Config, base_digest: str | None = N
         "base_image": str(base),
         "python": profile.python,
         "apt_mirror": config.apt_mirror or "",
+        "jit_packages": jit_packages(profile),
         "ca_bundle": config.ca_bundle is not None,
         "pip": {
             "index_url": index_url(profile, config),
@@ -111,4 +157,7 @@ def render_context(profile: Profile, config: Config, base_digest: str | None = N
         "extras": sorted(check_requirement(e, "extra requirement") for e in extras),
         "labels": labels_for(profile, base, base_image),
         "env": image_env(profile),
+        "cuda_home": cuda_home(profile),
+        "entry": entry_context(profile),
+        "entrypoint": base_image is None,  # build --base keeps the base's ENTRYPOINT and CMD
     }

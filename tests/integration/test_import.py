@@ -25,9 +25,12 @@ TEAM_IMAGE = "imagectl-test/team-own:v1"
 
 @pytest.fixture(scope="session")
 def team_image(docker_client, mirror, wheel_index) -> str:
-    """A team's image made without imagectl: the stand-in CUDA base, a venv, torch and its pins from the index."""
+    """A team's image made without imagectl: the stand-in CUDA base, the compilers torch.compile needs (the
+    check compiles a function), a venv, torch and its pins from the index."""
     pins = " ".join(f"{name}=={version}" for name, version in sorted(shipped_pins("torch-2.3-cu121").items()))
     dockerfile = (f"FROM {STANDIN}\n"
+                  "RUN apt-get update && apt-get install -y --no-install-recommends gcc g++ python3.11-dev"
+                  " && rm -rf /var/lib/apt/lists/*\n"
                   "RUN python3 -m venv /opt/team"
                   f" && /opt/team/bin/pip install --no-cache-dir --index-url {wheel_index} {pins}\n"
                   "ENV PATH=/opt/team/bin:$PATH\n")

@@ -184,6 +184,110 @@ def _leading_ints(version: str, count: int) -> list[int]:
     return [int(part) for part in parts[:count]]
 
 
+# Tensors of the stand-in torch: lists of floats with what the in-image check's compile step uses.
+_STANDIN_TENSOR = '''import math
+
+float32 = "float32"
+
+
+class Tensor:
+    def __init__(self, values, device="cpu"):
+        self.values, self.device = [float(v) for v in values], device
+
+    def _zip(self, other, op):
+        theirs = other.values if isinstance(other, Tensor) else [other] * len(self.values)
+        return Tensor(map(op, self.values, theirs), self.device)
+
+    def __mul__(self, other):
+        return self._zip(other, lambda a, b: a * b)
+
+    def __add__(self, other):
+        return self._zip(other, lambda a, b: a + b)
+
+
+def arange(n, dtype=None, device="cpu"):
+    return Tensor(range(n), device)
+
+
+def sin(x):
+    return Tensor(map(math.sin, x.values), x.device)
+
+
+def allclose(a, b):
+    return len(a.values) == len(b.values) and all(abs(p - q) <= 1e-6 for p, q in zip(a.values, b.values))
+'''
+
+# torch.compile of the stand-in: on the first call it does, for real, what inductor's CPU backend needs from the
+# image -- builds a C++ Python extension with $CXX (else g++, torch._inductor.config.cpp.cxx) against the headers
+# at sysconfig.get_paths()["include"] and loads it -- and fails the way inductor fails when it cannot.
+_STANDIN_INDUCTOR = '''import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+
+KERNEL = r"""
+#include <Python.h>
+static PyObject *twice(PyObject *self, PyObject *arg) { return PyFloat_FromDouble(2 * PyFloat_AsDouble(arg)); }
+static PyMethodDef methods[] = {{"twice", twice, METH_O, NULL}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "standin_kernel", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_standin_kernel(void) { return PyModule_Create(&module); }
+"""
+
+
+class InvalidCxxCompiler(RuntimeError):
+    pass
+
+
+class CppCompileError(RuntimeError):
+    pass
+
+
+class BackendCompilerFailed(RuntimeError):
+    pass
+
+
+def _cxx():
+    cxx = os.environ.get("CXX", "g++")
+    if shutil.which(cxx) is None:
+        raise InvalidCxxCompiler("No working C++ compiler found in torch._inductor.config.cpp.cxx: (None, %r)" % cxx)
+    return cxx
+
+
+def build_kernel():
+    """Build and load the kernel extension; raises InvalidCxxCompiler or CppCompileError."""
+    cxx = _cxx()
+    workdir = tempfile.mkdtemp(prefix="torchinductor-standin-")
+    source = os.path.join(workdir, "kernel.cpp")
+    target = os.path.join(workdir, "standin_kernel" + sysconfig.get_config_var("EXT_SUFFIX"))
+    with open(source, "w") as handle:
+        handle.write(KERNEL)
+    argv = [cxx, source, "-shared", "-fPIC", "-O2", "-I" + sysconfig.get_paths()["include"], "-o", target]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CppCompileError("C++ compile error: " + " ".join(done.stderr.split())[-300:])
+    loader = importlib.machinery.ExtensionFileLoader("standin_kernel", target)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_file_location("standin_kernel", target,
+                                                                                   loader=loader))
+    loader.exec_module(module)
+    return module
+
+
+def compile(fn, **kwargs):
+    def compiled(*args, **kw):
+        try:
+            if build_kernel().twice(1.5) != 3.0:
+                raise CppCompileError("the built kernel computes wrongly")
+        except (InvalidCxxCompiler, CppCompileError) as exc:
+            raise BackendCompilerFailed("backend='inductor' raised:\\n%s: %s" % (type(exc).__name__, exc)) from None
+        return fn(*args, **kw)
+
+    return compiled
+'''
+
+
 def torch_standin_files(torch_version: str, facts: Mapping[str, Any]) -> dict[str, str]:
     """Return the module files of a ``torch`` stand-in that reports ``facts`` and has no GPU.
 
@@ -205,7 +309,11 @@ def torch_standin_files(torch_version: str, facts: Mapping[str, Any]) -> dict[st
             '"""imagectl test stand-in for torch: reports versions, has no GPU."""\n'
             f"__version__ = {torch_version!r}\n"
             "from torch import version, backends, cuda  # noqa: E402,F401\n"
+            "from torch._standin_tensor import Tensor, allclose, arange, float32, sin  # noqa: E402,F401\n"
+            "from torch._standin_inductor import compile  # noqa: E402,F401\n"
         ),
+        "torch/_standin_tensor.py": _STANDIN_TENSOR,
+        "torch/_standin_inductor.py": _STANDIN_INDUCTOR,
         "torch/version.py": (
             f"__version__ = {torch_version!r}\ncuda = {cuda!r}\nhip = None\ndebug = False\n"
             "git_version = 'imagectl-standin'\n"
