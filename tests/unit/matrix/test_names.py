@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from imagectl.errors import UnknownProfileError
@@ -51,10 +53,56 @@ def test_unknown_and_ambiguous_names(matrix, name, message):
 def test_list_profiles_covers_every_variant_os_flavor(matrix):
     names = [p.name for p in list_profiles(matrix)]
     assert names == [
-        "torch-2.7-cu128", "torch-2.7-cu128-devel", "torch-2.7-cu128-ubuntu24.04", "torch-2.7-cu128-ubuntu24.04-devel",
-        "torch-2.3-cu121", "torch-2.3-cu121-devel", "torch-2.3-cu118", "torch-2.3-cu118-devel",
+        "torch-2.7-cu128", "torch-2.7-cu128-devel", "torch-2.7-cu128-base",
+        "torch-2.7-cu128-ubuntu24.04", "torch-2.7-cu128-ubuntu24.04-devel", "torch-2.7-cu128-ubuntu24.04-base",
+        "torch-2.3-cu121", "torch-2.3-cu121-devel", "torch-2.3-cu121-base",
+        "torch-2.3-cu118", "torch-2.3-cu118-devel", "torch-2.3-cu118-base",
     ]
     assert all(resolve_profile(n, matrix).name == n for n in names)
+
+
+def wheel_default(matrix, **variant_changes):
+    """The test matrix with ``[base] wheel_cuda_flavor = "base"`` (as the shipped one has), each variant changed
+    by ``variant_changes``."""
+    fw = matrix.frameworks["torch"]
+    releases = tuple(replace(r, variants=tuple(replace(v, **variant_changes) for v in r.variants))
+                     for r in fw.releases)
+    return replace(matrix, base=replace(matrix.base, wheel_cuda_flavor="base"),
+                   frameworks={"torch": replace(fw, releases=releases)})
+
+
+def test_a_build_whose_pins_bring_nvidia_wheels_defaults_to_the_wheel_flavor(matrix):
+    m = wheel_default(matrix)
+    p = resolve_profile("torch-2.3-cu121", m)
+    assert (p.name, p.flavor) == ("torch-2.3-cu121", "base") and p.variant.wheel_cuda
+    assert str(p.base_image) == "docker.io/nvidia/cuda:12.1.1-base-ubuntu22.04"
+    assert resolve_profile("torch-2.3-cu121-base", m).name == "torch-2.3-cu121"  # the default suffix is dropped
+    runtime = resolve_profile("torch-2.3-cu121-py3.11-runtime", m)
+    assert runtime.name == "torch-2.3-cu121-runtime-py3.11" and runtime.flavor == "runtime"
+    assert str(runtime.base_image).endswith("nvidia/cuda:12.1.1-runtime-ubuntu22.04")
+    assert [p.name for p in list_profiles(m)][6:9] == ["torch-2.3-cu121", "torch-2.3-cu121-runtime",
+                                                       "torch-2.3-cu121-devel"]
+
+
+def test_a_build_without_nvidia_wheels_keeps_runtime_and_cannot_use_base(matrix):
+    m = wheel_default(matrix, pins=(("triton", "2.3.1"),))
+    p = resolve_profile("torch-2.3-cu121", m)
+    assert (p.name, p.flavor, p.variant.wheel_cuda) == ("torch-2.3-cu121", "runtime", False)
+    assert resolve_profile("torch-2.3-cu121-devel", m).flavor == "devel"
+    with pytest.raises(UnknownProfileError, match="flavour base has no CUDA libraries and the build's pins bring"
+                                                  r" no nvidia-\* wheels \(flavours: runtime, devel\)"):
+        resolve_profile("torch-2.3-cu121-base", m)
+    assert not any(p.flavor == "base" for p in list_profiles(m))
+
+
+def test_shipped_torch_2_3_cu121_is_built_on_base(shipped_matrix):
+    p = resolve_profile("torch-2.3-cu121", shipped_matrix)
+    assert (p.name, p.flavor) == ("torch-2.3-cu121", "base")
+    assert str(p.base_image) == "docker.io/nvidia/cuda:12.1.1-base-ubuntu22.04"
+    assert resolve_profile("torch-2.3-cu121-runtime", shipped_matrix).name == "torch-2.3-cu121-runtime"
+    listed = {p.name: p.flavor for p in list_profiles(shipped_matrix)}
+    assert all(f == "base" for n, f in listed.items() if not n.endswith(("-runtime", "-devel"))
+               and resolve_profile(n, shipped_matrix).variant.wheel_cuda)
 
 
 def test_packages_pin_framework_companions_and_wheels(matrix):
