@@ -8,6 +8,7 @@ loads, no GPU for ``--gpu``) is reported and does not.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
@@ -75,8 +76,11 @@ def compare(expect: Mapping[str, Any], report: Mapping[str, Any]) -> list[Findin
                                _same_version(expect[what], actual, 3)))
     out += _package_findings(expect["packages"], report.get("packages") or {})
     out += _system_nccl_findings(fw.get("nccl"), report.get("system_nccl") or {})
+    out += _library_findings(expect, report.get("libraries") or {})
+    out += _toolchain_findings(fw)
     if report.get("gpu_requested"):
         out += _gpu_findings(fw.get("gpu") or {})
+    out += _compile_findings(fw.get("compile") or {})
     return out
 
 
@@ -101,6 +105,45 @@ def _system_nccl_findings(loaded: str | None, system: Mapping[str, Any]) -> list
     return out
 
 
+# A library of the check's "libraries" report -> (the pin that gives its version, the expectation that states it).
+LIBRARY_PINS: dict[str, tuple[str, str | None]] = {
+    "libcudnn": (r"nvidia-cudnn(-cu[0-9]+)?", "cudnn"),
+    "libnccl": (r"nvidia-nccl(-cu[0-9]+)?", "nccl"),
+    "libcublas": (r"nvidia-cublas(-cu[0-9]+)?", None),
+}
+
+
+def _library_findings(expect: Mapping[str, Any], libraries: Mapping[str, Any]) -> list[Finding]:
+    """Where each CUDA library the framework loaded comes from.  From site-packages (an nvidia-* wheel): ok.
+    From the system: it must be the pinned version (the nvidia-* pin, else the cudnn/nccl the profile states);
+    another version fails the check, an unknown one (nothing pinned, or no version in the file name) is a
+    warning.  A library that was not loaded gives no finding."""
+    out = []
+    for name, found in sorted(libraries.items()):
+        if name in LIBRARY_PINS and isinstance(found, Mapping):
+            out.append(_library_finding(name, found, _pinned_version(expect, name)))
+    return out
+
+
+def _pinned_version(expect: Mapping[str, Any], library: str) -> str | None:
+    pattern, stated = LIBRARY_PINS[library]
+    for package, version in sorted(expect["packages"].items()):
+        if re.fullmatch(pattern, canonicalize_name(package)):
+            return version
+    return expect.get(stated) if stated else None
+
+
+def _library_finding(name: str, found: Mapping[str, Any], pinned: str | None) -> Finding:
+    path, version = str(found.get("path")), found.get("version")
+    if found.get("origin") == "site-packages":
+        return Finding(f"{name} origin", "site-packages", path, True)
+    actual = f"system {version or '(no version)'}: {path}"
+    expected = f"site-packages or system {pinned or '(nothing pinned)'}"
+    if pinned is None or not version:
+        return Finding(f"{name} origin", expected, actual, False, "warning")
+    return Finding(f"{name} origin", expected, actual, _same_version(pinned, str(version), str(version).count(".") + 1))
+
+
 def _gpu_findings(gpu: Mapping[str, Any]) -> list[Finding]:
     if not gpu.get("available"):
         return [Finding("GPU present for --gpu", "a CUDA device", "none", False, "warning")]
@@ -109,6 +152,36 @@ def _gpu_findings(gpu: Mapping[str, Any]) -> list[Finding]:
         Finding("NCCL all-reduce (1 process)", "ok", "ok" if gpu.get("allreduce_ok") else "failed",
                 bool(gpu.get("allreduce_ok"))),
     ]
+
+
+def _compile_findings(compiled: Mapping[str, Any]) -> list[Finding]:
+    """One finding per device the check compiled on (``framework.compile``: ``{"api": "torch.compile", "cpu":
+    {"ok": bool, "error": str | None}, "gpu": ...}``), an error when it failed; none for a report without it
+    (an image checked by an older script).  Raises nothing."""
+    if not isinstance(compiled, Mapping):
+        return []
+    api = str(compiled.get("api") or "JIT compilation")
+    out = []
+    for device in ("cpu", "gpu"):
+        result = compiled.get(device)
+        if isinstance(result, Mapping):
+            ok = result.get("ok") is True
+            actual = "ok" if ok else str(result.get("error") or "failed")
+            out.append(Finding(f"{api} on {device.upper()}", "ok", actual, ok))
+    return out
+
+
+def _toolchain_findings(fw: Mapping[str, Any]) -> list[Finding]:
+    """The CUDA toolkit of a devel flavour (``framework.cuda_toolchain``: ``{"cuda_home", "nvcc", "nvcc_release",
+    "error"}``): an error unless ``torch.utils.cpp_extension`` found an nvcc of the framework's CUDA major.minor
+    (``torch.version.cuda``).  None for a report without it (a flavour without the toolkit).  Raises nothing."""
+    chain = fw.get("cuda_toolchain")
+    if not isinstance(chain, Mapping):
+        return []
+    expected, release = major_minor(fw.get("cuda")), chain.get("nvcc_release")
+    ok = bool(expected and release) and _same_version(expected, str(release), 2)
+    actual = f"nvcc {release} at {chain.get('nvcc')}" if release else str(chain.get("error") or "no nvcc")
+    return [Finding(f"nvcc of CUDA_HOME for {fw.get('name') or 'framework'} extensions", expected, actual, ok)]
 
 
 def failed(findings: list[Finding]) -> list[Finding]:

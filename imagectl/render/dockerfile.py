@@ -26,6 +26,7 @@ DOCKERFILE_TEMPLATE = "Dockerfile.j2"
 CHECK_TEMPLATE = "check/main.py.j2"
 REQUIREMENTS_TEMPLATE = "requirements.txt.j2"
 EXTRAS_TEMPLATE = "Dockerfile.extras.j2"
+ENTRY_TEMPLATE = "entry.sh.j2"  # the entry check, /opt/imagectl/entry.sh in the image
 
 
 def make_environment(dirs: Sequence[Path]) -> jinja2.Environment:
@@ -85,6 +86,7 @@ def context_files(profile: Profile, config: Config, env: jinja2.Environment | No
         "Dockerfile": render_template(env, EXTRAS_TEMPLATE if base_image else DOCKERFILE_TEMPLATE, context),
         "requirements.txt": render_template(env, REQUIREMENTS_TEMPLATE, context),
         "imagectl-check.py": render_template(env, CHECK_TEMPLATE, context),
+        "imagectl-entry.sh": render_template(env, ENTRY_TEMPLATE, context),
     }
     if extras:
         files["extra-requirements.txt"] = "\n".join(context["extras"]) + "\n"

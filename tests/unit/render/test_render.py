@@ -69,7 +69,8 @@ def test_layers_shared_and_extras_last(matrix):
     with_extras = context_files(resolve_profile("torch-2.3-cu121", matrix), Config(), extras=["einops==0.8.0"])
     text = with_extras["Dockerfile"].decode()
     runs = [line for line in text.splitlines() if line.startswith(("RUN", "COPY"))]
-    assert runs[-1].startswith("RUN pip install") and "extra-requirements.txt" in runs[-1]
+    assert runs[-1].startswith("RUN pip install") and "extra-requirements.txt" in runs[-1]  # the last layer
+    assert runs.index("COPY imagectl-entry.sh /opt/imagectl/entry.sh") < runs.index(runs[-2])  # with the check
     assert with_extras["extra-requirements.txt"] == b"einops==0.8.0\n"
 
 
@@ -102,7 +103,8 @@ def test_ca_bundle_is_copied_into_context(matrix, tmp_path):
     files = context_files(resolve_profile("torch-2.3-cu121", matrix), Config(ca_bundle=ca))
     assert files["ca.pem"] == ca.read_bytes() and b"COPY ca.pem" in files["Dockerfile"]
     written = write_context(files, tmp_path / "ctx")
-    assert sorted(p.name for p in written) == ["Dockerfile", "ca.pem", "imagectl-check.py", "requirements.txt"]
+    assert sorted(p.name for p in written) == ["Dockerfile", "ca.pem", "imagectl-check.py", "imagectl-entry.sh",
+                                               "requirements.txt"]
 
 
 def test_check_script_is_valid_python(matrix):
@@ -263,3 +265,93 @@ def test_the_shipped_templates_render_the_same_in_the_sandbox(matrix):
         for extras in ((), ("einops==0.8.0",)):
             assert context_files(profile, MIRRORED, sandboxed, extras=extras) == \
                 context_files(profile, MIRRORED, plain, extras=extras), profile.name
+
+
+def jit_step(dockerfile: str) -> str:
+    """The RUN of the JIT layer ("" when there is none)."""
+    marker = "[framework] jit_packages"
+    if marker not in dockerfile:
+        return ""
+    return "RUN " + dockerfile.split(marker, 1)[1].split("\nRUN ", 1)[1].split("\n\n", 1)[0]
+
+
+def test_jit_packages_are_one_layer_after_python_and_before_the_framework(matrix):
+    text = context_files(resolve_profile("torch-2.3-cu121", matrix), Config())["Dockerfile"].decode()
+    venv, jit, framework = (text.index("-m venv /opt/venv"), text.index("[framework] jit_packages"),
+                            text.index("COPY requirements.txt"))
+    assert venv < jit < framework
+    step = jit_step(text)
+    assert "    for p in g++ gcc python3.10-dev; do \\\n" in step  # sorted, for the profile's Python
+    assert "apt-get install -y --no-install-recommends $missing; \\\n" in step
+    assert "rm -rf /var/lib/apt/lists/*" in step and "sed -i" not in step
+    py311 = context_files(resolve_profile("torch-2.3-cu121-py3.11", matrix), Config())["Dockerfile"].decode()
+    assert "for p in g++ gcc python3.11-dev; do" in jit_step(py311)
+
+
+def test_the_jit_layer_honours_the_apt_mirror(matrix):
+    step = jit_step(context_files(resolve_profile("torch-2.3-cu121", matrix), MIRRORED)["Dockerfile"].decode())
+    sed = "sed -i -E 's#https?://(archive|security|ports)\\.ubuntu\\.com/ubuntu(-ports)?/?#http://apt.example.com/ubuntu/#g'"
+    assert sed in step and step.index(sed) < step.index("apt-get update")
+
+
+def test_no_jit_layer_without_jit_packages_nor_in_the_install_stage(matrix, copy_matrix, tmp_path):
+    from imagectl.matrix.load import load_matrix
+
+    dest = copy_matrix(tmp_path / "m")
+    path = dest / "torch.toml"
+    path.write_text(path.read_text().replace('jit_packages = ["gcc", "g++", "python{python}-dev"]\n', ""))
+    text = context_files(resolve_profile("torch-2.3-cu121", load_matrix([dest])), Config())["Dockerfile"].decode()
+    assert jit_step(text) == "" and "dpkg-query" not in text
+    with_credentials = context_files(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS)["Dockerfile"]
+    install, final = with_credentials.decode().split("\nFROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04\n")
+    assert "jit_packages" not in install and jit_step(final)
+
+
+@pytest.mark.parametrize("package", ["gcc\nRUN curl evil.example.com", "g++ $(id)", "python{python}-dev; id"])
+def test_a_jit_package_that_skipped_the_loader_never_reaches_the_dockerfile(matrix, package):
+    from dataclasses import replace
+
+    profile = resolve_profile("torch-2.3-cu121", matrix)
+    profile = replace(profile, framework=replace(profile.framework, jit_packages=("gcc", package)))
+    with pytest.raises(ValidationError, match="jit_packages: .* is not a Debian package name"):
+        context_files(profile, Config())
+
+
+def image_env_of(dockerfile: str) -> dict[str, str]:
+    """The final ``ENV`` instruction's assignments (one per continued line)."""
+    block = dockerfile.rsplit("\nENV ", 1)[1].split("\nLABEL ", 1)[0]
+    pairs = (line.strip().rstrip("\\").strip().split("=", 1) for line in block.splitlines())
+    return {key: value.strip('"') for key, value in pairs}
+
+
+@pytest.mark.parametrize("name", ["torch-2.3-cu121", "torch-2.3-cu118-devel"])
+def test_the_image_states_what_the_nvidia_runtime_exposes(matrix, name):
+    env = image_env_of(context_files(resolve_profile(name, matrix), Config())["Dockerfile"].decode())
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
+    assert env["NVIDIA_REQUIRE_CUDA"] == f"cuda>={resolve_profile(name, matrix).variant.cuda}"
+
+
+def test_cuda_home_is_set_on_devel_only(matrix):
+    devel = image_env_of(context_files(resolve_profile("torch-2.3-cu118-devel", matrix), Config())["Dockerfile"]
+                         .decode())
+    runtime = image_env_of(context_files(resolve_profile("torch-2.3-cu118", matrix), Config())["Dockerfile"].decode())
+    assert devel["CUDA_HOME"] == "/usr/local/cuda" and "CUDA_HOME" not in runtime
+
+
+def test_the_entry_check_is_the_entrypoint_of_a_profile_image(matrix):
+    files = context_files(resolve_profile("torch-2.3-cu121", matrix), Config())
+    dockerfile = files["Dockerfile"].decode()
+    copies = "COPY imagectl-check.py /opt/imagectl/check.py\nCOPY imagectl-entry.sh /opt/imagectl/entry.sh\n"
+    assert copies in dockerfile
+    assert 'ENTRYPOINT ["/bin/sh", "/opt/imagectl/entry.sh"]\n' in dockerfile
+    assert dockerfile.index("ENTRYPOINT") < dockerfile.rindex("\nENV ") and "\nCMD " not in dockerfile
+    assert files["imagectl-entry.sh"].startswith(b"#!/bin/sh\n")
+
+
+def test_layering_extras_on_a_base_keeps_its_entrypoint_and_states_the_nvidia_env(matrix):
+    base = parse_reference("registry.example.com/team/torch:stable")
+    files = context_files(resolve_profile("torch-2.3-cu121", matrix), Config(), extras=["einops==0.8.0"],
+                          base_image=base)
+    dockerfile = files["Dockerfile"].decode()
+    assert "ENTRYPOINT" not in dockerfile and "imagectl-entry.sh" not in dockerfile
+    assert image_env_of(dockerfile)["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"

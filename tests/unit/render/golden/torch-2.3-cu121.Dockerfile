@@ -17,16 +17,37 @@ RUN set -eu; \
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
+# The OS packages the framework's JIT compilers need ([framework] jit_packages) that the base image lacks, from
+# the OS archive: shared by every profile on the same base and Python.
+RUN set -eu; \
+    missing=""; \
+    for p in g++ gcc python3.10-dev; do \
+      [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing="$missing $p"; \
+    done; \
+    if [ -n "$missing" ]; then \
+      apt-get update; \
+      apt-get install -y --no-install-recommends $missing; \
+      apt-get clean; \
+      rm -rf /var/lib/apt/lists/*; \
+    fi
+
 # The framework and its pinned companions: shared by every profile with the same pins.
 COPY requirements.txt /opt/imagectl/requirements.txt
 RUN pip install --no-cache-dir -r /opt/imagectl/requirements.txt
 
 COPY imagectl-check.py /opt/imagectl/check.py
+COPY imagectl-entry.sh /opt/imagectl/entry.sh
+
+# The entry check (copied with the check script): one line on stderr when the node's NVIDIA driver is below this
+# CUDA's floor, then the command.
+ENTRYPOINT ["/bin/sh", "/opt/imagectl/entry.sh"]
 
 ENV IMAGECTL_CUDNN_VERSION="8.9.2.26" \
     IMAGECTL_NCCL_VERSION="2.20.5" \
     IMAGECTL_PROFILE="torch-2.3-cu121" \
+    NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=12.1" \
+    NVIDIA_VISIBLE_DEVICES="all" \
     TORCH_VERSION="2.3.1"
 LABEL imagectl.cuda="12.1" \
       imagectl.cudnn="8.9.2.26" \
