@@ -51,8 +51,9 @@ def cmd_show(ctx: click.Context, name: str, python: str | None, as_json: bool) -
 
 @click.command("validate")
 @click.option("--junit", "junit", metavar="FILE", type=click.Path(dir_okay=False), help="Also write JUnit XML.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the violation lines.")
 @click.pass_context
-def cmd_validate(ctx: click.Context, junit: str | None) -> int:
+def cmd_validate(ctx: click.Context, junit: str | None, as_json: bool) -> int:
     """Check every rule over the whole matrix and render every template; exit 1 on violations."""
     from ..cache import cached
 
@@ -69,14 +70,25 @@ def cmd_validate(ctx: click.Context, junit: str | None) -> int:
 
     inputs = [*ws.matrix.files, *template_files(ws.config)]
     report = cached("validate", inputs, run, extra=repr(ws.config))
-    for violation in report.violations:
-        click.echo(str(violation))
+    if as_json:
+        echo_json(_validate_json(report))
+    else:
+        for violation in report.violations:
+            click.echo(str(violation))
     if junit:
         from ..junit import write_validate_junit
 
         write_validate_junit(Path(junit), report)
     click.echo(f"{report.profiles} profiles, {len(report.rules)} rules, {len(report.violations)} violations", err=True)
     return 1 if report.violations else 0
+
+
+def _validate_json(report) -> dict:
+    """``validate --json``: the report of :func:`~imagectl.matrix.validate.validate_matrix` as plain data."""
+    violations = [{"rule": v.rule, "profile": v.subject, "message": v.message, "source": v.source}
+                  for v in report.violations]
+    return {"profiles": report.profiles, "rules": list(report.rules), "violations": violations,
+            "ok": not report.violations}
 
 
 @click.command("compat")
@@ -144,28 +156,62 @@ def cmd_check(ctx: click.Context, items: tuple[str, ...], as_json: bool) -> int:
               help="Write the whole build context here.")
 @python_option
 @click.option("--extra", "extras", multiple=True, metavar="REQ", help="An extra PEP 508 requirement (repeatable).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the context's file sizes and hashes and its build key as JSON (never the contents).")
 @click.pass_context
-def cmd_render(ctx: click.Context, name: str, output: str | None, python: str | None, extras: tuple[str, ...]) -> None:
+def cmd_render(ctx: click.Context, name: str, output: str | None, python: str | None, extras: tuple[str, ...],
+               as_json: bool) -> None:
     """Print the Dockerfile of NAME, or write its complete build context to DIR."""
     from ..grammar import check_python
     from ..render.dockerfile import context_files, write_context
 
     ws = workspace(ctx)
-    files = context_files(ws.profile(name, python and check_python(python, "--python")), ws.config, extras=extras)
-    if output is None:
+    profile = ws.profile(name, python and check_python(python, "--python"))
+    files = context_files(profile, ws.config, extras=extras)
+    if output is None and not as_json:
         click.echo(files["Dockerfile"].decode(), nl=False)
         return
-    if not output:
+    if output is not None and not output:
         raise InputError("--output: name a directory (an empty path would write into the working directory)")
     from ..images.context_files import context_files_on_disk, place_files
 
     added = context_files_on_disk(ws.config.context_dirs)
-    dest = Path(output)
+    if output is not None:
+        dest = Path(output)
+        try:
+            place_files(added, dest)
+            written = [*write_context(files, dest), *(dest / name for name in added)]
+        except OSError as exc:
+            at = f" ({exc.filename})" if exc.filename and str(exc.filename) != output else ""
+            raise OperationError(
+                f"--output {output}: cannot write the build context: {exc.strerror or exc}{at}") from None
+        if not as_json:
+            for path in written:
+                click.echo(str(path))
+    if as_json:
+        echo_json(_render_json(profile.name, files, added, ws.config))
+
+
+def _render_json(profile: str, files: dict[str, bytes], added: dict[str, Path], config) -> dict:
+    """``render --json``: each context file's sha256 and size (never its content: the pip netrc file holds
+    credentials) and the build key a build of this context would get before its base digest is pinned."""
+    import hashlib
+
+    from ..images.build_key import build_key
+    from ..images.context_files import file_digests
+
+    digests = file_digests(added)
+    listing = {name: {"sha256": hashlib.sha256(content).hexdigest(), "size": len(content)}
+               for name, content in files.items()}
     try:
-        place_files(added, dest)
-        written = [*write_context(files, dest), *(dest / name for name in added)]
+        listing.update({name: {"sha256": digests[name], "size": path.stat().st_size} for name, path in added.items()})
     except OSError as exc:
-        at = f" ({exc.filename})" if exc.filename and str(exc.filename) != output else ""
-        raise OperationError(f"--output {output}: cannot write the build context: {exc.strerror or exc}{at}") from None
-    for path in written:
-        click.echo(str(path))
+        raise InputError(f"[paths] context: cannot read {exc.filename}: {exc.strerror or exc}") from None
+    return {
+        "profile": profile,
+        "files": listing,
+        "base_digest": None,
+        "build_key": build_key(files, base_digest="", build_args=config.build_args, file_digests=digests),
+        "note": "build_key is computed without a base digest; a real build pins the base image's digest first"
+                " (it is rendered into the Dockerfile and hashed into the key), so its key differs",
+    }
