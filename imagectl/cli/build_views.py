@@ -1,10 +1,13 @@
-"""The text view of what ``build`` returns: the summary table."""
+"""The views of what ``build`` returns: the summary table and the ``--json`` document, the plan as a table and as
+JSON."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from ..images.builder import BuildResult
+from ..images.builder import BuildResult, PlanEntry
+from ..redact import redact
 from ..tags.naming import short_digest
 from .table import format_table
 
@@ -16,3 +19,42 @@ def summary_table(results: Sequence[BuildResult]) -> str:
         "size": f"{r.size / 1e6:.0f} MB" if r.size else "-", "seconds": f"{r.seconds:.1f}",
     } for r in results]
     return format_table(rows, ("profile", "status", "tag", "digest", "size", "seconds"))
+
+
+def result_dict(r: BuildResult, secrets: Sequence[str] = ()) -> dict[str, Any]:
+    """One result of ``build --json``: what is unknown is None; the error, notes and log tail are redacted."""
+    out: dict[str, Any] = {
+        "profile": r.profile, "status": r.status, "repository": r.repository or None, "tag": r.tag or None,
+        "digest": r.digest or None, "image_id": r.image_id or None, "size": r.size or None, "seconds": r.seconds,
+        "phases": dict(r.phases), "notes": [redact(n, secrets) for n in r.notes],
+    }
+    if r.status == "failed":
+        out.update(step=r.step or None, error=redact(r.error, secrets),
+                   log_tail=[redact(line, secrets) for line in r.log_tail])
+    return out
+
+
+def build_document(results: Sequence[BuildResult], secrets: Sequence[str] = ()) -> dict[str, Any]:
+    """The document of ``build --json`` and ``--metadata-file``: ``{"results": [...]}``."""
+    return {"results": [result_dict(r, secrets) for r in results]}
+
+
+def plan_table(entries: Sequence[PlanEntry]) -> str:
+    """``build --plan`` as text: profile, action (reuse, build, refused), and the tag, build key or reason."""
+    def detail(e: PlanEntry) -> str:
+        return {"reuse": e.tag, "build": f"build key {e.key[:10]}"}.get(e.action, e.reason)
+
+    rows = [{"profile": e.profile, "action": e.action, "detail": detail(e)} for e in entries]
+    return format_table(rows, ("profile", "action", "detail"))
+
+
+def plan_document(entries: Sequence[PlanEntry], secrets: Sequence[str] = ()) -> dict[str, Any]:
+    """``build --plan --json``: ``{"plan": [...]}``, each with the fields its action has (the reason redacted)."""
+    def entry(e: PlanEntry) -> dict[str, Any]:
+        out: dict[str, Any] = {"profile": e.profile, "action": e.action}
+        if e.action == "refused":
+            return {**out, "reason": redact(e.reason, secrets)}
+        out.update(repository=e.repository, key=e.key)
+        return {**out, "tag": e.tag} if e.action == "reuse" else out
+
+    return {"plan": [entry(e) for e in entries]}

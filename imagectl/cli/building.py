@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import click
 
@@ -29,6 +29,22 @@ def _line_sink(quiet: bool, prefix: str, secrets: Sequence[str] = ()) -> Callabl
     return sink
 
 
+def _emit(document: dict[str, Any], as_json: bool, metadata_file: str | None, text: Callable[[], str]) -> None:
+    """Print ``document`` as JSON (``--json``) or ``text()``, and write it to ``metadata_file`` when given; raises
+    OperationError when that file cannot be written."""
+    if as_json:
+        echo_json(document)
+    else:
+        click.echo(text())
+    if metadata_file:
+        import json
+        from pathlib import Path
+
+        from ..junit import write_report
+
+        write_report(Path(metadata_file), (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
+
+
 @click.command("build")
 @click.argument("names", nargs=-1)
 @click.option("--all", "build_all", is_flag=True, help="Build every profile of the matrix.")
@@ -46,18 +62,23 @@ def _line_sink(quiet: bool, prefix: str, secrets: Sequence[str] = ()) -> Callabl
               help="Repository suffix for an image with extras (default: x + a hash of them).")
 @click.option("--gpu", "gpu_check", is_flag=True, help="Also run the GPU part of the in-image check.")
 @click.option("--quiet", "-q", is_flag=True, help="One progress line instead of the build output.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results (or the plan) as one JSON document.")
+@click.option("--metadata-file", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Also write the JSON document to FILE.")
+@click.option("--plan", is_flag=True, help="Say what would happen (reuse, build, refused) without building.")
 @click.pass_context
 def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs: int, push: bool, python: str | None,
               no_cache: bool, force: bool, extras: tuple[str, ...], requirements_file: str | None, base: str | None,
-              suffix: str | None, gpu_check: bool, quiet: bool) -> int:
+              suffix: str | None, gpu_check: bool, quiet: bool, as_json: bool, metadata_file: str | None,
+              plan: bool) -> int:
     """Build the profiles NAMES (e.g. torch-2.3-cu121), check them, tag them and push them."""
     from ..engine.docker import LazyEngine
     from ..grammar import check_python, check_requirement, check_token
-    from ..images.builder import BuildOptions, build_many
+    from ..images.builder import BuildOptions, build_many, plan_many
     from ..matrix.names import list_profiles
     from ..reference import parse_reference
     from ..requirements import read_requirements
-    from .build_views import summary_table
+    from .build_views import build_document, plan_document, plan_table, summary_table
 
     ws = workspace(ctx)
     if not names and not build_all:
@@ -73,13 +94,17 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
     profiles = list_profiles(ws.matrix) if build_all else [ws.profile(n, python) for n in names]
     engine = LazyEngine()
     options = BuildOptions(force=force, no_cache=no_cache, extras=extras, gpu_check=gpu_check, base=base, suffix=suffix)
-    prefix = (lambda name: f"[{name}] ") if len(profiles) > 1 else (lambda name: "")
     secrets = ws.config.secret_values
+    if plan:
+        entries = plan_many(profiles, ws.config, engine, options)
+        _emit(plan_document(entries, secrets), as_json, metadata_file, lambda: plan_table(entries))
+        return 1 if any(e.action == "refused" for e in entries) else 0
+    prefix = (lambda name: f"[{name}] ") if len(profiles) > 1 else (lambda name: "")
     results = build_many(profiles, ws.config, engine, options, jobs,
                          lambda name: _line_sink(quiet, prefix(name), secrets))
     if quiet:
         click.echo("", err=True)
-    click.echo(summary_table(results))
+    _emit(build_document(results, secrets), as_json, metadata_file, lambda: summary_table(results))
     for r in results:
         for note in r.notes:
             click.echo(redact(f"note: {r.profile}: {note}", secrets), err=True)

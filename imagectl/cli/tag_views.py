@@ -16,12 +16,13 @@ if TYPE_CHECKING:  # the import command's modules load only for import
 
 
 def format_history(history: History) -> str:
-    """``history`` as text: the images table, then the moves table (newest first)."""
-    rows = [{"": "*" if e.current else "", "tag": e.tag, "digest": short_digest(e.digest),
+    """``history`` as text: the images table (``CUR`` marks the image the moving tag names), then the moves table
+    (newest first)."""
+    rows = [{"cur": "*" if e.current else "", "tag": e.tag, "digest": short_digest(e.digest),
              "created": _short_time(e.created or e.tagged), "versions": format_versions(e.versions),
              "pointed by": ", ".join(e.pointed_by)} for e in history.entries]
     text = f"{history.repository}\n"
-    text += format_table(rows, ("", "tag", "digest", "created", "versions", "pointed by")) if rows else "(no images)"
+    text += format_table(rows, ("cur", "tag", "digest", "created", "versions", "pointed by")) if rows else "(no images)"
     return text + "\n\n" + format_moves(history)
 
 

@@ -19,9 +19,10 @@ Build contexts live in directories of :mod:`.context_dirs`, swept of those kille
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from ..cache import cached
 from ..config import Config
@@ -69,7 +70,8 @@ def repository_name(profile: Profile, options: BuildOptions) -> str:
 
 @dataclass
 class BuildResult:
-    """One line of the summary table."""
+    """One line of the summary table; ``phases`` holds the seconds each timed phase took (resolve, render,
+    lookup, build, check, tag, push: those that ran)."""
 
     profile: str
     status: str  # built, reused, failed
@@ -79,42 +81,122 @@ class BuildResult:
     seconds: float = 0.0
     error: str = ""
     notes: list[str] = field(default_factory=list)
+    repository: str = ""  # the full reference without tag
+    image_id: str = ""
+    phases: dict[str, float] = field(default_factory=dict)
+    step: str = ""  # the failing step of a BuildError
+    log_tail: list[str] = field(default_factory=list)
 
 
-def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOptions, log: LineSink) -> BuildResult:
-    """Build (or reuse) one profile end to end; raises BuildError naming the failing step."""
+@dataclass(frozen=True)
+class PlanEntry:
+    """What ``build`` would do for one profile: ``reuse`` (``tag``), ``build`` (``key``) or ``refused``
+    (``reason``)."""
+
+    profile: str
+    action: str  # reuse, build, refused
+    repository: str = ""
+    tag: str = ""
+    key: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """The first steps of a build: the rendered context, the added files, the build key, the repository and its
+    tag store."""
+
+    files: dict[str, bytes]
+    added: dict[str, Path]
+    key: str
+    repo: Reference
+    store: TagStore
+
+
+@contextmanager
+def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
+    """Add the seconds the block takes to ``phases[name]`` (also when it raises)."""
     started = time.monotonic()
-    sweep_contexts()
+    try:
+        yield
+    finally:
+        phases[name] = round(phases.get(name, 0.0) + time.monotonic() - started, 3)
+
+
+def _prepare(profile: Profile, config: Config, engine: Engine, options: BuildOptions, log: LineSink,
+             phases: dict[str, float]) -> _Prepared:
+    """Resolve the base digest (one HEAD), render the context, compute the build key and open the tag store;
+    raises ImagectlError (e.g. OperationError for an unreachable mirror, InputError for a bad template)."""
     user_base = parse_reference(options.base) if options.base else None
     base = base_reference(profile, config, base=user_base)
     log(f"base image {base}")
-    base_digest = resolve_base_digest(base, config, engine)
+    with _timed(phases, "resolve"):
+        base_digest = resolve_base_digest(base, config, engine)
+
     def render() -> dict[str, bytes]:  # imports Jinja only when the context is not cached
         from ..render.dockerfile import context_files
 
         return context_files(profile, config, base_digest=base_digest, extras=options.extras, base_image=user_base)
 
-    inputs = [*template_files(config), *([config.ca_bundle] if config.ca_bundle else [])]  # the CA's content too
-    files = cached("context", inputs, render,
-                   extra=repr((profile, config, base_digest, options.extras, user_base)))
-    added = context_files_on_disk(config.context_dirs)
-    key = build_key(files, base_digest, config.build_args, file_digests(added))
+    with _timed(phases, "render"):
+        inputs = [*template_files(config), *([config.ca_bundle] if config.ca_bundle else [])]  # the CA's content too
+        files = cached("context", inputs, render,
+                       extra=repr((profile, config, base_digest, options.extras, user_base)))
+        added = context_files_on_disk(config.context_dirs)
+        key = build_key(files, base_digest, config.build_args, file_digests(added))
     repo = repository(repository_name(profile, options), config)
-    store = open_tag_store(repo, config, lambda: engine)
-    result = None if options.force else _reuse(key, repo, store, log)
+    return _Prepared(files, added, key, repo, open_tag_store(repo, config, lambda: engine))
+
+
+def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOptions, log: LineSink,
+              phases: dict[str, float] | None = None) -> BuildResult:
+    """Build (or reuse) one profile end to end, timing each phase into ``phases`` (a fresh dict unless given:
+    pass one to keep the times of a build that fails); raises BuildError naming the failing step, or another
+    ImagectlError from the first steps (base digest, rendering, the tag store)."""
+    started = time.monotonic()
+    phases = {} if phases is None else phases
+    sweep_contexts()
+    prep = _prepare(profile, config, engine, options, log, phases)
+    result = None
+    if not options.force:
+        with _timed(phases, "lookup"):
+            result = _reuse(prep.key, prep.repo, prep.store, log, local=not config.registry_url)
     if result is None:
-        result = _build(profile, files, added, key, repo, store, config, engine, options, log)
+        result = _build(profile, prep.files, prep.added, prep.key, prep.repo, prep.store, config, engine, options,
+                        log, phases)
+    result.repository = prep.repo.familiar
+    result.phases = phases
     result.seconds = round(time.monotonic() - started, 1)
     return result
 
 
-def _reuse(key: str, repo: Reference, store: TagStore, log: LineSink) -> BuildResult | None:
+def plan_one(profile: Profile, config: Config, engine: Engine, options: BuildOptions) -> PlanEntry:
+    """What :func:`build_one` would do, without building, pushing or moving a tag: it resolves the base digest
+    (one HEAD) and reads the tag store (one listing).  An ImagectlError on the way is a ``refused`` entry, so
+    this raises nothing of imagectl's own."""
+    try:
+        prep = _prepare(profile, config, engine, options, lambda line: None, {})
+        tag = None if options.force else prep.store.tag_with_key(prep.key)
+    except ImagectlError as exc:
+        return PlanEntry(profile.name, "refused", reason=str(exc))
+    name = prep.repo.path.rsplit("/", 1)[-1]
+    if tag is not None:
+        return PlanEntry(name, "reuse", prep.repo.familiar, tag=tag, key=prep.key)
+    return PlanEntry(name, "build", prep.repo.familiar, key=prep.key)
+
+
+def plan_many(profiles: Sequence[Profile], config: Config, engine: Engine, options: BuildOptions) -> list[PlanEntry]:
+    """:func:`plan_one` for each profile, in order."""
+    return [plan_one(profile, config, engine, options) for profile in profiles]
+
+
+def _reuse(key: str, repo: Reference, store: TagStore, log: LineSink, local: bool) -> BuildResult | None:
     tag = store.tag_with_key(key)
     if tag is None:
         return None
     target = store.digest(tag) or ""
     log(f"reusing {repo.familiar}:{tag}: an image with build key {key[:10]} exists")
-    result = BuildResult(repo.path.rsplit("/", 1)[-1], "reused", tag, target)
+    result = BuildResult(repo.path.rsplit("/", 1)[-1], "reused", tag, target, image_id=target if local else "")
     current = store.digest(MOVING_TAG)
     if current is None:
         _note(result, guarded_move(store, MOVING_TAG, target, tag, None, "build"))
@@ -125,30 +207,35 @@ def _reuse(key: str, repo: Reference, store: TagStore, log: LineSink) -> BuildRe
 
 
 def _build(profile: Profile, files: dict[str, bytes], added: dict[str, Path], key: str, repo: Reference,
-           store: TagStore, config: Config, engine: Engine, options: BuildOptions, log: LineSink) -> BuildResult:
+           store: TagStore, config: Config, engine: Engine, options: BuildOptions, log: LineSink,
+           phases: dict[str, float]) -> BuildResult:
     labels = {BUILD_KEY: key}
     from ..render.dockerfile import write_context
 
-    with build_context() as tmp:
+    with _timed(phases, "build"), build_context() as tmp:
         write_context(files, tmp)
         place_files(added, tmp)
         log(f"building {profile.name} (build key {key[:10]})")
         image_id = engine.build(tmp, labels, config.build_network, config.build_args, options.no_cache, log)
-    run_check(engine, image_id, config.build_network, options.gpu_check, log)
-    tag = immutable_tag(profile, key, image=image_id)
-    try:
-        existing = existing_immutable(store, tag, image_of(engine, repo, image_id, bool(config.registry_url)))
-    except OperationError as exc:
-        raise BuildError(str(exc), "tag") from None
-    engine.tag(image_id, repo.familiar, tag)
+    with _timed(phases, "check"):
+        run_check(engine, image_id, config.build_network, options.gpu_check, log)
+    with _timed(phases, "tag"):
+        tag = immutable_tag(profile, key, image=image_id)
+        try:
+            existing = existing_immutable(store, tag, image_of(engine, repo, image_id, bool(config.registry_url)))
+        except OperationError as exc:
+            raise BuildError(str(exc), "tag") from None
+        engine.tag(image_id, repo.familiar, tag)
     target = existing or image_id
     if config.registry_url and existing is None:
         log(f"pushing {repo.familiar}:{tag}")
-        target = engine.push(repo.familiar, tag, log)
+        with _timed(phases, "push"):
+            target = engine.push(repo.familiar, tag, log)
     elif config.registry_url:
         log(f"{repo.familiar}:{tag} already names this image ({short_digest(existing)}): not pushed again")
-    moved = guarded_move(store, MOVING_TAG, target, tag, store.digest(MOVING_TAG), "build")
-    result = _note(BuildResult(repo.path.rsplit("/", 1)[-1], "built", tag, target), moved)
+    with _timed(phases, "tag"):
+        moved = guarded_move(store, MOVING_TAG, target, tag, store.digest(MOVING_TAG), "build")
+    result = _note(BuildResult(repo.path.rsplit("/", 1)[-1], "built", tag, target, image_id=image_id), moved)
     try:  # the registry's moving tag has moved: the local copy is a convenience, not a reason to fail
         if config.registry_url:
             engine.tag(image_id, repo.familiar, MOVING_TAG)
@@ -167,19 +254,29 @@ def _note(result: BuildResult, moved: MoveResult) -> BuildResult:
 
 def build_many(profiles: Sequence[Profile], config: Config, engine: Engine, options: BuildOptions, jobs: int,
                make_log: Callable[[str], LineSink]) -> list[BuildResult]:
-    """Build several profiles, ``jobs`` at a time; a failure of one does not stop the others."""
+    """Build several profiles, ``jobs`` at a time; a failure of one does not stop the others: it is a ``failed``
+    result with its error (and a BuildError's step and log tail), the phases it timed and its real elapsed time.
+    Raises nothing of imagectl's own."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(profile: Profile) -> BuildResult:
         log = make_log(profile.name)
+        started, phases = time.monotonic(), dict[str, float]()
         try:
-            return build_one(profile, config, engine, options, log)
+            return build_one(profile, config, engine, options, log, phases)
         except BuildError as exc:
-            for line in exc.log_tail.splitlines()[-20:]:
+            tail = exc.log_tail.splitlines()
+            for line in tail[-20:]:
                 log(f"| {line}")
-            return BuildResult(profile.name, "failed", error=f"{exc.step}: {exc}")
+            failed = BuildResult(profile.name, "failed", error=f"{exc.step}: {exc}", step=exc.step, log_tail=tail)
         except ImagectlError as exc:
-            return BuildResult(profile.name, "failed", error=str(exc))
+            failed = BuildResult(profile.name, "failed", error=str(exc))
+        try:
+            failed.repository = repository(repository_name(profile, options), config).familiar
+        except ImagectlError:
+            pass  # the error already says why
+        failed.phases, failed.seconds = phases, round(time.monotonic() - started, 1)
+        return failed
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         return list(pool.map(one, profiles))

@@ -564,3 +564,48 @@ def test_test_without_a_registry_latest_says_so(matrix, engine, registry_for_tes
 def test_test_without_a_registry_is_the_local_latest(matrix, engine):
     assert tester.target_image(NAME, matrix, Config(namespace="ml"), engine) == f"ml/{NAME}:{MOVING_TAG}"
     assert tester.target_image("ubuntu:22.04", matrix, with_registry(), engine) == "ubuntu:22.04"
+
+
+def test_build_one_times_its_phases_and_names_the_repository(profile, engine, registry):
+    result = build(profile, with_registry(), engine)
+    assert set(result.phases) == {"resolve", "render", "lookup", "build", "check", "tag", "push"}
+    assert result.repository == REPO and result.image_id == engine.builds[0].image
+
+
+def test_a_failed_build_keeps_its_phases_step_tail_and_real_seconds(matrix, engine, registry, monkeypatch):
+    def slow_refusal(base, config, engine):
+        time.sleep(0.15)
+        raise OperationError("the mirror is down")
+
+    monkeypatch.setattr(builder, "resolve_base_digest", slow_refusal)
+    [failed] = build_many([resolve_profile(NAME, matrix)], with_registry(), engine, BuildOptions(), 1, Logs().sink)
+    assert failed.status == "failed" and failed.seconds >= 0.1 and failed.phases["resolve"] >= 0.15
+    assert failed.repository == REPO and failed.step == "" and failed.log_tail == []
+
+    monkeypatch.setattr(builder, "resolve_base_digest", lambda base, config, engine: BASE_DIGEST)
+    engine.fail_builds("pip: resolution impossible")
+    [failed] = build_many([resolve_profile(NAME, matrix)], with_registry(), engine, BuildOptions(), 1, Logs().sink)
+    assert (failed.step, failed.log_tail[-1]) == ("build", "ERROR: pip: resolution impossible")
+    assert "build" in failed.phases and "check" not in failed.phases
+
+
+def test_plan_one_says_build_reuse_or_refused_and_changes_nothing(profile, engine, registry, monkeypatch):
+    plan = builder.plan_one(profile, with_registry(), engine, BuildOptions())
+    assert (plan.profile, plan.action, plan.repository, plan.tag) == (NAME, "build", REPO, "")
+    assert engine.builds == [] and registry.store(REPO).tag_map == {}
+
+    built = build(profile, with_registry(), engine)
+    assert plan.key == engine.builds[0].labels[BUILD_KEY]
+    store = registry.store(REPO)
+    store.calls.clear()
+    again = builder.plan_one(profile, with_registry(), engine, BuildOptions())
+    assert (again.action, again.tag, again.key) == ("reuse", built.tag, plan.key)
+    assert store.calls == [("tag_with_key", plan.key)]
+    assert builder.plan_one(profile, with_registry(), engine, BuildOptions(force=True)).action == "build"
+
+    def refuse(base, config, engine):
+        raise OperationError("the mirror is down")
+
+    monkeypatch.setattr(builder, "resolve_base_digest", refuse)
+    refused = builder.plan_one(profile, with_registry(), engine, BuildOptions())
+    assert (refused.action, refused.reason) == ("refused", "the mirror is down") and len(engine.builds) == 1

@@ -49,6 +49,7 @@ def test_moves_json_newest_first():
 def test_text_names_images_by_tag_and_marks_the_current_one():
     text = format_history(read_history(store_with_history()))
     assert text.splitlines()[0] == "registry.example.com/ml/torch-2.3-cu121"
+    assert text.splitlines()[1].split()[:2] == ["CUR", "TAG"]
     current = next(line for line in text.splitlines() if line.startswith("*"))
     assert tag_on(2) in current and "latest" in current
     assert "torch 2.3.1 cuda 12.1 cudnn 8.9.2.26 nccl 2.20.5 py3.10" in current
