@@ -103,6 +103,7 @@ def _holders_before(store: TagStore, digest: str, planned: set[str]) -> tuple[di
 
 
 def _pointers_before(store: TagStore) -> dict[str, str]:
+    """The old execution's pointer read (a listing and a HEAD per pointer), kept here as it was."""
     found = {}
     for tag in store.tags():
         if not is_immutable(tag):

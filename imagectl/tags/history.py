@@ -59,17 +59,6 @@ def read_listing(store: TagStore) -> TagListing:
     return TagListing(tuple(sorted_newest_first(immutable)), pointers)
 
 
-def read_pointers(store: TagStore) -> dict[str, str]:
-    """Where every moving tag and channel points now (one listing, one digest read per pointer)."""
-    found = {}
-    for tag in store.tags():
-        if not is_immutable(tag):
-            digest = store.digest(tag)
-            if digest is not None:
-                found[tag] = digest
-    return found
-
-
 def sorted_newest_first(tags: Sequence[TagInfo]) -> list[TagInfo]:
     """``tags`` by the time in their names, newest first (ties: by tag, descending)."""
     return sorted(tags, key=lambda t: (t.time, t.tag), reverse=True)
