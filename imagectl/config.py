@@ -36,7 +36,8 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "build": {"network": ("network", "build_network"), "ca_bundle": ("file", "ca_bundle"),
               "args": ("args", "build_args")},
     "paths": {"matrices": ("dirs", "matrix_dirs"), "templates": ("dirs", "template_dirs"),
-              "context": ("dirs", "context_dirs")},
+              "context": ("dirs", "context_dirs"), "locks": ("dirs", "lock_dirs")},
+    "lock": {"as_of": ("as_of", "lock_as_of"), "grace_days": ("days", "lock_grace_days")},
     "tags": {"prune_min_age_days": ("days", "prune_min_age_days")},
 }
 
@@ -60,6 +61,9 @@ class Config:
     matrix_dirs: tuple[Path, ...] = ()
     template_dirs: tuple[Path, ...] = ()
     context_dirs: tuple[Path, ...] = ()
+    lock_dirs: tuple[Path, ...] = ()  # the team's locks, searched before the shipped ones
+    lock_as_of: str = "release"  # the --as-of policy of `imagectl lock` and of build-time locks (lock/asof.py)
+    lock_grace_days: int = 7  # days after a release's upload that --as-of release still takes
     prune_min_age_days: int = 7
     source: str = "defaults"
 
@@ -263,6 +267,22 @@ def _as_dirs(value: Any, base: Path) -> tuple[Path, ...]:
     return paths
 
 
+def _as_as_of(value: Any, _base: Path) -> str:
+    """A --as-of policy: ``release``, ``latest`` or a date ``YYYY-MM-DD`` (lock/asof.py); raises ValidationError."""
+    import datetime as dt
+
+    if value in ("release", "latest"):
+        return value
+    try:
+        if isinstance(value, dt.date):
+            return value.isoformat()
+        if isinstance(value, str) and len(value) == 10:
+            return dt.date.fromisoformat(value).isoformat()
+    except ValueError:
+        pass
+    raise ValidationError(f"expected a date YYYY-MM-DD, 'release' or 'latest', got {str(value)[:40]!r}")
+
+
 def _as_args(value: Any, _base: Path) -> dict[str, str]:
     if not isinstance(value, dict):
         raise ValidationError("expected a table of NAME = value")
@@ -293,4 +313,5 @@ _CONVERTERS = {
     "file": _as_file,
     "dirs": _as_dirs,
     "args": _as_args,
+    "as_of": _as_as_of,
 }

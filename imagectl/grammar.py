@@ -95,8 +95,11 @@ def check_token(value: object, what: str) -> str:
     return value
 
 
-def check_requirement(value: object, what: str = "requirement") -> str:
-    """Return a PEP 508 requirement (no direct URL); raises ValidationError otherwise."""
+def check_requirement(value: object, what: str = "requirement", markers: bool = False) -> str:
+    """Return a PEP 508 requirement (no direct URL), normalised by ``packaging``; raises ValidationError
+    otherwise.  With ``markers`` the requirement may carry a marker (``; python_version < "3.12"``), whose
+    quotes are then the only quotes allowed: such a requirement goes to a requirements file and the resolver,
+    never into a Dockerfile or a shell."""
     from packaging.requirements import InvalidRequirement, Requirement  # 30 ms to import: only when needed
 
     if not isinstance(value, str) or not value.strip():
@@ -108,8 +111,11 @@ def check_requirement(value: object, what: str = "requirement") -> str:
         raise _error(f"{what}: {value!r} is not a PEP 508 requirement ({reason})", value) from None
     if req.url:
         raise _fail(what, value, "a requirement from the index (direct URLs are not allowed)")
-    if not _SAFE_TEXT_RE.fullmatch(value):
-        raise _fail(what, value, "free of quotes, backslashes, '$' and control characters")
+    quoted_marker = markers and req.marker is not None and "\\" not in value \
+        and _SAFE_TEXT_RE.fullmatch(value.replace('"', "").replace("'", ""))
+    if not _SAFE_TEXT_RE.fullmatch(value) and not quoted_marker:
+        allowed = "quotes only in a marker, no" if markers else "free of quotes,"
+        raise _fail(what, value, f"{allowed} backslashes, '$' and control characters")
     return str(req)
 
 

@@ -29,6 +29,12 @@ MIN_DRIVER = "imagectl.min-driver"
 PACKAGES = "imagectl.packages"
 IMAGECTL_VERSION = "imagectl.version"
 BUILD_KEY = "imagectl.build-key"
+# The lock the image was installed from: its sha256 (of /opt/imagectl/lock.txt) and every package as
+# name==version, comma-joined.  The full list fits a label: the largest shipped lock has under 50 packages
+# (about 2 KB); the lock with its hashes is the file in the image.
+LOCK_SHA256 = "imagectl.lock.sha256"
+LOCK_PACKAGES = "imagectl.lock.packages"
+EXTRAS = "imagectl.extras"  # a team's extras as locked on top of the profile's lock: name==version, comma-joined
 OCI_TITLE = "org.opencontainers.image.title"
 OCI_DESCRIPTION = "org.opencontainers.image.description"
 OCI_VERSION = "org.opencontainers.image.version"
@@ -47,17 +53,34 @@ VERSION_LABELS: Mapping[str, str] = {
 }
 
 
-def labels_for(profile: Profile, base: Reference, public_base: Reference | None = None) -> dict[str, str]:
-    """OCI and imagectl labels recording the profile and every resolved version (sorted by key, pure)."""
+def join_packages(packages: Mapping[str, str]) -> str:
+    """``name==version`` of each package, sorted by name, comma-joined (the form of the package labels)."""
+    return ",".join(f"{name}=={version}" for name, version in sorted(packages.items()))
+
+
+def split_packages(text: str | None) -> dict[str, str]:
+    """The inverse of :func:`join_packages`; items without ``==`` are ignored."""
+    pairs = (item.split("==", 1) for item in (text or "").split(",") if "==" in item)
+    return {name: version for name, version in pairs}
+
+
+def labels_for(profile: Profile, base: Reference, public_base: Reference | None = None,
+               lock: tuple[str, Mapping[str, str]] | None = None, extras: Mapping[str, str] | None = None,
+               title: str | None = None) -> dict[str, str]:
+    """OCI and imagectl labels recording the profile and every resolved version (sorted by key, pure).
+
+    ``lock`` is the ``(sha256, {name: version})`` of the lock the image installs; ``extras`` the packages a
+    team's extras added on top of it, and ``title`` then the name of what the image really is (the repository
+    name, ``PROFILE-SUFFIX``): the profile label says ``PROFILE+extras``."""
     v = profile.variant
     labels = {
-        OCI_TITLE: profile.name,
+        OCI_TITLE: title or profile.name,
         OCI_DESCRIPTION: f"{profile.framework.label} {profile.release.version} with CUDA {v.cuda}, "
                          f"Python {profile.python}",
         OCI_VERSION: profile.release.version,
         OCI_VENDOR: "imagectl",
         OCI_BASE_NAME: str(public_base or profile.base_image),
-        PROFILE: profile.name,
+        PROFILE: f"{profile.name}+extras" if extras else profile.name,
         FRAMEWORK: profile.framework.name,
         FRAMEWORK_VERSION: profile.release.version,
         CUDA: v.cuda,
@@ -72,6 +95,10 @@ def labels_for(profile: Profile, base: Reference, public_base: Reference | None 
     }
     if base.digest:
         labels[OCI_BASE_DIGEST] = base.digest
+    if lock is not None:
+        labels[LOCK_SHA256], labels[LOCK_PACKAGES] = lock[0], join_packages(lock[1])
+    if extras:
+        labels[EXTRAS] = join_packages(extras)
     return dict(sorted(labels.items()))
 
 
@@ -80,7 +107,7 @@ def expectations(labels: Mapping[str, str]) -> dict[str, Any]:
     if FRAMEWORK not in labels:
         raise OperationError("the image has no imagectl labels: nothing to compare with "
                              "(use 'imagectl import' for foreign images)")
-    pins = (item.split("==", 1) for item in labels.get(PACKAGES, "").split(",") if "==" in item)
+    locked = labels.get(LOCK_PACKAGES)
     return {
         "framework": labels[FRAMEWORK],
         "version": labels.get(FRAMEWORK_VERSION),
@@ -88,7 +115,11 @@ def expectations(labels: Mapping[str, str]) -> dict[str, Any]:
         "cudnn": labels.get(CUDNN) or None,
         "nccl": labels.get(NCCL) or None,
         "python": labels.get(PYTHON),
-        "packages": dict(pins),
+        "packages": split_packages(labels.get(PACKAGES)),
+        # the whole environment, when the image was installed from a lock (None for older or foreign images)
+        "lock": split_packages(locked) if locked else None,
+        "lock_sha256": labels.get(LOCK_SHA256) or None,
+        "extras": split_packages(labels.get(EXTRAS)),
     }
 
 

@@ -33,7 +33,7 @@ def _parse(line: str, what: str) -> str:
     if line.startswith("-") and _OPTION_RE.match(line.split()[0]):
         raise InputError(f"{what}: options such as {line.split()[0]} are not allowed"
                          " (configure indexes in imagectl.toml)")
-    return check_requirement(line, what)
+    return check_requirement(line, what, markers=True)
 
 
 def parse_requirements(text: str, where: str) -> tuple[str, ...]:

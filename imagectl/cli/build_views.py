@@ -27,6 +27,7 @@ def result_dict(r: BuildResult, secrets: Sequence[str] = ()) -> dict[str, Any]:
         "profile": r.profile, "status": r.status, "repository": r.repository or None, "tag": r.tag or None,
         "digest": r.digest or None, "image_id": r.image_id or None, "size": r.size or None, "seconds": r.seconds,
         "phases": dict(r.phases), "notes": [redact(n, secrets) for n in r.notes],
+        "lock": {"sha256": r.lock_sha256, "origin": r.lock_origin} if r.lock_sha256 else None,
     }
     if r.status == "failed":
         out.update(step=r.step or None, error=redact(r.error, secrets),

@@ -74,7 +74,7 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
     """Build the profiles NAMES (e.g. torch-2.3-cu121), check them, tag them and push them."""
     from ..engine.docker import LazyEngine
     from ..grammar import check_python, check_requirement, check_token
-    from ..images.builder import BuildOptions, build_many, plan_many
+    from ..images.builder import BuildOptions, build_many, plan_many, refuse_conflicting_extras
     from ..matrix.names import list_profiles
     from ..reference import parse_reference
     from ..requirements import read_requirements
@@ -86,7 +86,7 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
     if push and not ws.config.registry_url:
         raise InputError("build --push: no registry configured ([registry] url or IMAGECTL_REGISTRY_URL)")
     python = python and check_python(python, "--python")
-    extras = tuple(check_requirement(e, "--extra") for e in extras) + read_requirements(requirements_file)
+    extras = tuple(check_requirement(e, "--extra", markers=True) for e in extras) + read_requirements(requirements_file)
     if base:
         parse_reference(base)
     if suffix:
@@ -99,6 +99,7 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
         entries = plan_many(profiles, ws.config, engine, options)
         _emit(plan_document(entries, secrets), as_json, metadata_file, lambda: plan_table(entries))
         return 1 if any(e.action == "refused" for e in entries) else 0
+    refuse_conflicting_extras(profiles, ws.config, options)
     prefix = (lambda name: f"[{name}] ") if len(profiles) > 1 else (lambda name: "")
     results = build_many(profiles, ws.config, engine, options, jobs,
                          lambda name: _line_sink(quiet, prefix(name), secrets))
@@ -110,7 +111,7 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
             click.echo(redact(f"note: {r.profile}: {note}", secrets), err=True)
         if r.status == "failed":
             click.echo(redact(f"imagectl: {r.profile}: {r.error}", secrets), err=True)
-    return 1 if any(r.status == "failed" for r in results) else 0
+    return max((r.exit_code or 1 for r in results if r.status == "failed"), default=0)
 
 
 @click.command("test")

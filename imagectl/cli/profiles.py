@@ -162,17 +162,25 @@ def cmd_check(ctx: click.Context, items: tuple[str, ...], as_json: bool) -> int:
 def cmd_render(ctx: click.Context, name: str, output: str | None, python: str | None, extras: tuple[str, ...],
                as_json: bool) -> None:
     """Print the Dockerfile of NAME, or write its complete build context to DIR."""
-    from ..grammar import check_python
+    from ..grammar import check_python, check_requirement
+    from ..images.builder import BuildOptions, repository_name
+    from ..lock.extras import lock_extras
+    from ..lock.make import lock_for_build
+    from ..lock.target import target_for
     from ..render.dockerfile import context_files, write_context
 
     ws = workspace(ctx)
     profile = ws.profile(name, python and check_python(python, "--python"))
-    files = context_files(profile, ws.config, extras=extras)
+    extras = tuple(check_requirement(e, "--extra", markers=True) for e in extras)
+    if output is not None and not output:
+        raise InputError("--output: name a directory (an empty path would write into the working directory)")
+    chosen = lock_for_build(profile, ws.config)
+    closure = lock_extras(extras, chosen.lock, target_for(profile, ws.config)) if extras else ()
+    title = repository_name(profile, BuildOptions(extras=extras)) if extras else None
+    files = context_files(profile, ws.config, extras=extras, lock=chosen.lock, extras_lock=closure, title=title)
     if output is None and not as_json:
         click.echo(files["Dockerfile"].decode(), nl=False)
         return
-    if output is not None and not output:
-        raise InputError("--output: name a directory (an empty path would write into the working directory)")
     from ..images.context_files import context_files_on_disk, place_files
 
     added = context_files_on_disk(ws.config.context_dirs)

@@ -6,7 +6,8 @@ from typing import Any
 
 from ..config import Config
 from ..matrix.model import Profile
-from ..render.context import base_reference, index_url
+from ..pip_index import index_url
+from ..render.context import base_reference
 from ..tags.naming import moving_reference
 
 LIST_COLUMNS = ("name", "framework_version", "cuda", "cudnn", "nccl", "python", "min_driver")

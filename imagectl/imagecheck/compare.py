@@ -2,7 +2,8 @@
 
 Everything here is pure: the report comes in as a dict, findings go out.  A finding that is not ``ok`` with
 severity ``error`` fails the check; a ``warning`` (a system NCCL that differs from the one the framework
-loads, no GPU for ``--gpu``) is reported and does not.
+loads, no GPU for ``--gpu``) is reported and does not.  An image installed from a lock (``expect["lock"]``) must
+hold exactly the lock and its extras, and the lock file the labels name (:func:`lock_findings`).
 """
 
 from __future__ import annotations
@@ -75,12 +76,15 @@ def compare(expect: Mapping[str, Any], report: Mapping[str, Any]) -> list[Findin
             out.append(Finding(f"{what} loaded by {expect['framework']}", expect[what], actual,
                                _same_version(expect[what], actual, 3)))
     out += _package_findings(expect["packages"], report.get("packages") or {})
+    out += lock_findings(expect, report)
     out += _system_nccl_findings(fw.get("nccl"), report.get("system_nccl") or {})
     out += _library_findings(expect, report.get("libraries") or {})
     out += _toolchain_findings(fw)
     if report.get("gpu_requested"):
         out += _gpu_findings(fw.get("gpu") or {})
     out += _compile_findings(fw.get("compile") or {})
+    out += _pip_check_findings(report.get("pip_check"))
+    out += _import_findings(report.get("imports"))
     return out
 
 
@@ -92,6 +96,99 @@ def _package_findings(pins: Mapping[str, str], installed: Mapping[str, str]) -> 
         ok = actual is not None and _same_version(version, actual.split("+")[0])
         out.append(Finding(f"pip {name}", version, actual, ok))
     return out
+
+
+# The venv's own tooling: installed by the venv, not by the lock, so exempt unless the lock names it.
+VENV_TOOLING = frozenset({"pip", "setuptools", "wheel"})
+
+
+def _exact_version(expected: str, actual: str) -> bool:
+    """Versions equal by PEP 440 (``1.0`` == ``1.0.0``), the local part included (``2.3.1+cu121`` != ``2.3.1``)."""
+    try:
+        return Version(expected) == Version(actual)
+    except InvalidVersion:
+        return expected == actual
+
+
+def _canonical(packages: Mapping[str, str] | None) -> dict[str, str]:
+    return {canonicalize_name(name): str(version) for name, version in (packages or {}).items()}
+
+
+def lock_findings(expect: Mapping[str, Any], report: Mapping[str, Any]) -> list[Finding]:
+    """The findings of an image installed from a lock (``expect["lock"]``; none without one): the installed
+    distributions are exactly the lock and the extras (the venv's pip, setuptools and wheel exempt unless locked),
+    the extras are at their locked versions, and the lock file in the image is the one the labels name.
+    Raises nothing."""
+    if expect.get("lock") is None:
+        return []
+    extras = _canonical(expect.get("extras"))
+    wanted = {**_canonical(expect["lock"]), **extras}
+    installed = _canonical(report.get("packages"))
+    out = [_environment_finding(wanted, installed)]
+    if extras:
+        out.append(_extras_finding(extras, installed))
+    out.append(_lock_file_finding(expect.get("lock_sha256"), report.get("lock_files")))
+    return out
+
+
+def _differences(wanted: Mapping[str, str], installed: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """The missing (``name==version``) and differing (``name locked != installed``) of ``wanted``."""
+    missing = [f"{n}=={v}" for n, v in sorted(wanted.items()) if n not in installed]
+    differs = [f"{n} {v} != {installed[n]}" for n, v in sorted(wanted.items())
+               if n in installed and not _exact_version(v, installed[n])]
+    return missing, differs
+
+
+def _environment_finding(wanted: Mapping[str, str], installed: Mapping[str, str]) -> Finding:
+    missing, differs = _differences(wanted, installed)
+    extra = [f"{n}=={v}" for n, v in sorted(installed.items()) if n not in wanted and n not in VENV_TOOLING]
+    parts = [f"{label}: {', '.join(names)}" for label, names in
+             (("missing", missing), ("extra", extra), ("differs", differs)) if names]
+    actual = "; ".join(parts) if parts else f"{len(wanted)} packages as locked"
+    return Finding("installed packages = lock", f"{len(wanted)} locked packages", actual, not parts)
+
+
+def _extras_finding(extras: Mapping[str, str], installed: Mapping[str, str]) -> Finding:
+    missing, differs = _differences(extras, installed)
+    parts = [f"{label}: {', '.join(names)}" for label, names in (("missing", missing), ("differs", differs)) if names]
+    expected = ", ".join(f"{n}=={v}" for n, v in sorted(extras.items()))
+    return Finding("extras at their locked versions", expected, "; ".join(parts) if parts else "ok", not parts)
+
+
+def _lock_file_finding(sha256: str | None, files: Any) -> Finding:
+    """The sha256 of the lock file the check found in the image against the labelled one (an error when either
+    is missing: an older check script reports no lock file)."""
+    entries = [f for f in files if isinstance(f, Mapping)] if isinstance(files, list) else []
+    lock = next((f for f in entries if f.get("kind", "lock") == "lock"), None)
+    if lock is None:
+        actual = "the check script reported no lock file"
+    else:
+        actual = str(lock.get("sha256") or f"no lock file at {lock.get('path')}: {lock.get('error') or 'missing'}")
+    ok = bool(sha256) and lock is not None and str(lock.get("sha256") or "").lower() == str(sha256).lower()
+    return Finding("lock file sha256", sha256, actual, ok)
+
+
+def _pip_check_findings(result: Any) -> list[Finding]:
+    """``pip check`` in the image: an error when it found broken requirements, a warning when there is no pip
+    (or it did not run); none for a report without it."""
+    if not isinstance(result, Mapping):
+        return []
+    output = str(result.get("output") or "").strip()
+    if result.get("ok") is True:
+        return [Finding("pip check", "no broken requirements", "ok", True)]
+    if result.get("ok") is None:
+        return [Finding("pip check", "no broken requirements", output or "not run", False, "warning")]
+    first = "; ".join(output.splitlines()[:3])[:300]
+    return [Finding("pip check", "no broken requirements", first or "failed", False)]
+
+
+def _import_findings(imports: Any) -> list[Finding]:
+    """One finding per module the check imported (``imports``: name -> None or the error), an error when it
+    failed; none for a report without it."""
+    if not isinstance(imports, Mapping):
+        return []
+    return [Finding(f"import {name}", "ok", "ok" if error is None else str(error), error is None)
+            for name, error in sorted(imports.items())]
 
 
 def _system_nccl_findings(loaded: str | None, system: Mapping[str, Any]) -> list[Finding]:

@@ -27,9 +27,12 @@ from typing import Callable, Iterator, Sequence
 from ..cache import cached
 from ..config import Config
 from ..engine import Engine, LineSink
-from ..errors import BuildError, ImagectlError, OperationError
+from ..errors import BuildError, ImagectlError, InputError, OperationError
 from ..imagecheck.run import run_check
 from ..labels import BUILD_KEY
+from ..lock.extras import lock_extras
+from ..lock.make import ChosenLock, lock_for_build
+from ..lock.target import target_for
 from ..matrix.model import Profile
 from ..reference import Reference, parse_reference
 from ..render.context import base_reference
@@ -68,6 +71,22 @@ def repository_name(profile: Profile, options: BuildOptions) -> str:
     return f"{profile.name}-{options.suffix or 'x' + digest[:8]}"
 
 
+def refuse_conflicting_extras(profiles: Sequence[Profile], config: Config, options: BuildOptions) -> None:
+    """Raise InputError (before any build) when an extra names a package of a profile's lock at another version
+    (``--extra torch==2.4.0`` on a 2.3 profile), naming both requirements.  Finding each lock may resolve it
+    (see :func:`~imagectl.lock.make.lock_for_build`); a conflict deeper in the tree is found when the extras
+    are resolved, in the build."""
+    if not options.extras:
+        return
+    from ..lock.extras import conflicts
+    from ..lock.make import lock_for_build
+
+    for profile in profiles:
+        problems = conflicts(options.extras, lock_for_build(profile, config).lock)
+        if problems:
+            raise InputError(f"{profile.name}: {problems[0]}")
+
+
 @dataclass
 class BuildResult:
     """One line of the summary table; ``phases`` holds the seconds each timed phase took (resolve, render,
@@ -86,6 +105,9 @@ class BuildResult:
     phases: dict[str, float] = field(default_factory=dict)
     step: str = ""  # the failing step of a BuildError
     log_tail: list[str] = field(default_factory=list)
+    lock_sha256: str = ""  # the lock the image installs
+    lock_origin: str = ""  # team, shipped or build-time
+    exit_code: int = 0  # of a failure: 2 for bad input (a conflicting extra), else 1
 
 
 @dataclass(frozen=True)
@@ -111,6 +133,7 @@ class _Prepared:
     key: str
     repo: Reference
     store: TagStore
+    lock: ChosenLock
 
 
 @contextmanager
@@ -132,20 +155,29 @@ def _prepare(profile: Profile, config: Config, engine: Engine, options: BuildOpt
     log(f"base image {base}")
     with _timed(phases, "resolve"):
         base_digest = resolve_base_digest(base, config, engine)
+    with _timed(phases, "lock"):
+        chosen = lock_for_build(profile, config, log)
+        closure = lock_extras(options.extras, chosen.lock, target_for(profile, config)) if options.extras else ()
+        if options.extras:
+            added = sorted(f"{p.name}=={p.version}" for p in closure if p.name not in chosen.lock.versions)
+            log(f"extras locked on top of the lock: {', '.join(added) or 'nothing new'}")
+    name = repository_name(profile, options)
 
     def render() -> dict[str, bytes]:  # imports Jinja only when the context is not cached
         from ..render.dockerfile import context_files
 
-        return context_files(profile, config, base_digest=base_digest, extras=options.extras, base_image=user_base)
+        return context_files(profile, config, base_digest=base_digest, extras=options.extras, base_image=user_base,
+                             lock=chosen.lock, extras_lock=closure, title=name if options.extras else None)
 
     with _timed(phases, "render"):
         inputs = [*template_files(config), *([config.ca_bundle] if config.ca_bundle else [])]  # the CA's content too
         files = cached("context", inputs, render,
-                       extra=repr((profile, config, base_digest, options.extras, user_base)))
+                       extra=repr((profile, config, base_digest, options.extras, user_base, chosen.lock.sha256,
+                                   closure, name)))
         added = context_files_on_disk(config.context_dirs)
         key = build_key(files, base_digest, config.build_args, file_digests(added))
-    repo = repository(repository_name(profile, options), config)
-    return _Prepared(files, added, key, repo, open_tag_store(repo, config, lambda: engine))
+    repo = repository(name, config)
+    return _Prepared(files, added, key, repo, open_tag_store(repo, config, lambda: engine), chosen)
 
 
 def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOptions, log: LineSink,
@@ -165,6 +197,7 @@ def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOp
         result = _build(profile, prep.files, prep.added, prep.key, prep.repo, prep.store, config, engine, options,
                         log, phases)
     result.repository = prep.repo.familiar
+    result.lock_sha256, result.lock_origin = prep.lock.lock.sha256, prep.lock.origin
     result.phases = phases
     result.seconds = round(time.monotonic() - started, 1)
     return result
@@ -268,9 +301,10 @@ def build_many(profiles: Sequence[Profile], config: Config, engine: Engine, opti
             tail = exc.log_tail.splitlines()
             for line in tail[-20:]:
                 log(f"| {line}")
-            failed = BuildResult(profile.name, "failed", error=f"{exc.step}: {exc}", step=exc.step, log_tail=tail)
+            failed = BuildResult(profile.name, "failed", error=f"{exc.step}: {exc}", step=exc.step, log_tail=tail,
+                                 exit_code=exc.exit_code)
         except ImagectlError as exc:
-            failed = BuildResult(profile.name, "failed", error=str(exc))
+            failed = BuildResult(profile.name, "failed", error=str(exc), exit_code=exc.exit_code)
         try:
             failed.repository = repository(repository_name(profile, options), config).familiar
         except ImagectlError:

@@ -9,6 +9,7 @@ has (a typo like ``pin =``) is an error naming the nearest valid key, never sile
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import replace
 from pathlib import Path
 from string import Formatter
@@ -38,7 +39,7 @@ KEYS: dict[str, frozenset[str]] = {
     "os": frozenset({"python", "apt_python"}),
     "cuda": frozenset({"release", "min_driver", "min_driver_compat", "archs", "os"}),
     "framework": frozenset({"name", "label", "package", "companions", "cuda_tag", "index_url", "pypi_index_url",
-                            "check", "jit_packages"}),
+                            "check", "jit_packages", "layers", "pin_extras"}),
     "release": frozenset({"version", "python", "companions", "variant"}),
     "release.variant": frozenset({"cuda", "pypi", "cudnn", "nccl", "archs", "pins"}),
 }
@@ -292,7 +293,46 @@ def _framework(src: _Source, data: dict[str, Any]) -> Framework:
         releases=tuple(sorted((_release(src, r) for r in releases), key=lambda r: Version(r.version), reverse=True)),
         source=src.path,
         jit_packages=_jit_packages(src, body.get("jit_packages", []), start),
+        **_lock_shape(src, body, start),
     )
+
+
+_LAYER_PATTERN = re.compile(r"[a-z0-9*?][a-z0-9*?._-]*")
+
+
+def _lock_shape(src: _Source, body: dict[str, Any], start: Start) -> dict[str, Any]:
+    """The framework's ``layers`` (``[{name = "cuda", packages = ["nvidia-*"]}, ...]``: names that are tokens,
+    lower-case name patterns) and ``pin_extras`` (``{"jax-cuda12-plugin" = ["with-cuda"]}``), as given or
+    defaulted; raises MatrixError naming the line otherwise."""
+    out: dict[str, Any] = {}
+    if "layers" in body:
+        layers = body["layers"]
+        if not isinstance(layers, list) or not layers or not all(isinstance(x, dict) for x in layers):
+            raise src.error("layers must be a list of {name = ..., packages = [...]} tables", "layers", start)
+        built = []
+        for layer in layers:
+            if set(layer) != {"name", "packages"}:
+                raise src.error("each layer has exactly the keys name and packages", "layers", start)
+            name = src.check(check_token, layer["name"], "layer name", "layers")
+            patterns = _strings(src, layer["packages"], "layer packages", "layers")
+            for pattern in patterns:
+                if not _LAYER_PATTERN.fullmatch(pattern):
+                    raise src.error(f"layer {name}: {pattern!r} is not a lower-case package name pattern", "layers",
+                                    start)
+            built.append((name, patterns))
+        if len({n for n, _ in built}) != len(built):
+            raise src.error("two layers share one name", "layers", start)
+        out["layers"] = tuple(built)
+    if "pin_extras" in body:
+        table = body["pin_extras"]
+        if not isinstance(table, dict):
+            raise src.error("pin_extras must be a table of package = [extras]", "pin_extras", start)
+        out["pin_extras"] = tuple(sorted(
+            (src.check(check_package_name, k, "pin_extras", "pin_extras"),
+             tuple(src.check(check_token, e, f"pin_extras {k}", "pin_extras")
+                   for e in _strings(src, v, f"pin_extras {k}", "pin_extras")))
+            for k, v in table.items()))
+    return out
 
 
 def _jit_packages(src: _Source, value: Any, start: Start) -> tuple[str, ...]:

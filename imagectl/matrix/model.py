@@ -122,6 +122,11 @@ class Framework:
     releases: tuple[Release, ...]  # newest first
     source: Path
     jit_packages: tuple[str, ...] = ()  # OS packages its JIT compilers need; patterns with {python}
+    # The install layers of a lock, in order: (name, package name patterns); a package goes to the first layer
+    # with a matching pattern, else to the last.  One layer of everything when the matrix names none.
+    layers: tuple[tuple[str, tuple[str, ...]], ...] = (("packages", ("*",)),)
+    # Extras the lock asks for with a pin (jax-cuda12-plugin -> with-cuda): pin name -> extras
+    pin_extras: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def tag_of(self, cuda: str) -> str:
         """The framework's name for a CUDA version: ``cu121`` for torch and 12.1."""

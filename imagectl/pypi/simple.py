@@ -48,6 +48,7 @@ class DistFile:
     yanked: bool = False
     metadata_hint: Mapping[str, str] | None = field(default=None, hash=False)
     yanked_reason: str | None = None
+    upload_time: str | None = None  # PEP 700 (JSON pages only): ISO 8601 UTC, e.g. 2024-06-05T16:25:38.123Z
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hashes", MappingProxyType(dict(self.hashes)))
@@ -175,6 +176,9 @@ def _json_file(page_url: str, entry: Any) -> DistFile:
     if not isinstance(yanked, (bool, str)):
         raise index_error(page_url, f"malformed JSON index page: yanked of {filename} is {yanked!r}")
     hint = entry.get("core-metadata", entry.get("dist-info-metadata"))
+    uploaded = entry.get("upload-time")
+    if uploaded is not None and not isinstance(uploaded, str):
+        raise index_error(page_url, f"malformed JSON index page: upload-time of {filename} is not a string")
     return DistFile(
         filename=filename,
         url=urljoin(page_url, url),
@@ -183,6 +187,7 @@ def _json_file(page_url: str, entry: Any) -> DistFile:
         yanked=yanked is not False,
         metadata_hint=_json_metadata_hint(page_url, filename, hint),
         yanked_reason=yanked if isinstance(yanked, str) and yanked else None,
+        upload_time=uploaded or None,
     )
 
 

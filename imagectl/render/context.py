@@ -13,16 +13,27 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from packaging.utils import canonicalize_name
+
 from .. import __version__
 from ..config import Config
 from ..matrix.model import Profile
 from ..reference import Reference, apply_mirror
 from ..errors import ValidationError
-from ..grammar import (check_deb_package, check_driver, check_requirement, check_text, check_url, check_version,
-                       split_userinfo, url_credentials)
+from ..grammar import (check_deb_package, check_driver, check_requirement, check_text, check_version,
+                       url_credentials)
 from ..labels import labels_for
+from ..lock.layers import split_layers
+from ..lock.lockfile import Lock, LockedPackage, LockHeader, requirement_lines
+from ..pip_index import configured_index, extra_index_urls, index_url
 
 NETRC_FILE = "imagectl-pip.netrc"  # in the build context only when an index URL carries credentials
+LOCK_PATH = "/opt/imagectl/lock.txt"  # the lock the image was installed from, as the lock file (header and hashes)
+EXTRAS_LOCK_FILE = "extras-lock.txt"  # the extras' closure, in the context and in /opt/imagectl/
+EXTRAS_LOCK_PATH = f"/opt/imagectl/{EXTRAS_LOCK_FILE}"
+# Every installed package ==, for a later `pip install` in a derived image (ENV PIP_CONSTRAINT, as NGC does): it
+# cannot silently replace a locked package.
+CONSTRAINTS_PATH = "/opt/imagectl/constraints.txt"
 # Flavours whose base image carries the CUDA toolkit, and where: nvidia/cuda's devel images install it in
 # /usr/local/cuda (a link to /usr/local/cuda-X.Y) with nvcc in its bin/, which their PATH holds.
 TOOLKIT_HOMES = {"devel": "/usr/local/cuda"}
@@ -36,37 +47,24 @@ DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"  # the kernel module's versi
 BASE_ENTRYPOINT = "/opt/nvidia/nvidia_entrypoint.sh"
 
 
-def _configured_index(profile: Profile, config: Config) -> str | None:
-    """The configured index URL for ``profile`` as written (credentials included), or None."""
-    if not config.pip_index_url:
-        return None
-    cuda_tag = profile.framework.tag_of(profile.variant.cuda)
-    return check_url(config.pip_index_url.replace("{cuda_tag}", cuda_tag), "pip.index_url", credentials=True)
-
-
-def index_url(profile: Profile, config: Config) -> str:
-    """The pip index the profile installs from, without credentials (safe to print, render and label): the
-    configured one, else the variant's default.  Raises ValidationError for a bad configured URL."""
-    fw = profile.framework
-    configured = _configured_index(profile, config)
-    if configured:
-        return split_userinfo(configured)[0]
-    if profile.variant.pypi:
-        return fw.pypi_index_url
-    return fw.index_url.replace("{cuda_tag}", fw.tag_of(profile.variant.cuda))
-
-
 def pip_netrc(profile: Profile, config: Config) -> str:
     """The netrc file (``machine HOST login USER password PASSWORD`` lines, sorted) for every configured index
     URL of ``profile`` that carries credentials; empty when none does.  Raises ValidationError when two URLs
     give one host different credentials (netrc holds one per host)."""
-    urls = [_configured_index(profile, config), *config.pip_extra_index_urls]
+    urls = [configured_index(profile, config), *config.pip_extra_index_urls]
     machines: dict[str, tuple[str, str]] = {}
     for host, user, password in filter(None, (url_credentials(u) for u in urls if u)):
         if machines.setdefault(host, (user, password)) != (user, password):
             raise ValidationError(f"[pip]: two index URLs give {host} different credentials (one per host)")
     return "".join(f"machine {host} login {user} password {password}\n"
                    for host, (user, password) in sorted(machines.items()))
+
+
+def check_extra(text: str) -> str:
+    """A team's extra requirement, normalised by ``packaging`` (PEP 508; markers allowed, direct URLs not);
+    raises InputError.  It reaches only the record file ``extra-requirements.txt`` and the resolver: what the
+    Dockerfile installs are the resolved ``name==version`` lines with hashes."""
+    return check_requirement(text, "extra requirement", markers=True)
 
 
 def base_reference(profile: Profile, config: Config, digest: str | None = None,
@@ -123,11 +121,40 @@ def jit_packages(profile: Profile) -> list[str]:
     return sorted({check_deb_package(p.format(python=profile.python), "jit_packages") for p in patterns})
 
 
+def placeholder_lock(profile: Profile) -> Lock:
+    """A lock of the profile's pins alone, without hashes: what ``validate`` renders the templates with (it
+    checks that they render; a build always installs a real lock)."""
+    header = LockHeader(profile.framework.name, profile.release.version, profile.framework.tag_of(profile.variant.cuda),
+                        profile.python, "", "", "unlocked")
+    return Lock(header, tuple(LockedPackage(canonicalize_name(n), v, ()) for n, v in profile.packages))
+
+
+def lock_layers(profile: Profile, lock: Lock) -> list[tuple[str, str]]:
+    """``(file name in the context, requirement lines)`` of each install layer of ``lock`` (pure)."""
+    layers = split_layers(lock.packages, profile.framework.layers)
+    return [(f"lock-{number}-{name}.txt", requirement_lines(packages))
+            for number, (name, packages) in enumerate(layers, start=1)]
+
+
+def import_names(profile: Profile) -> list[str]:
+    """The modules the in-image check imports: the framework's companions the release pins."""
+    return sorted(canonicalize_name(name).replace("-", "_") for name, _ in profile.release.companions)
+
+
 def render_context(profile: Profile, config: Config, base_digest: str | None = None,
-                   extras: Sequence[str] = (), base_image: Reference | None = None) -> dict[str, Any]:
+                   extras: Sequence[str] = (), base_image: Reference | None = None, lock: Lock | None = None,
+                   extras_lock: Sequence[LockedPackage] = (), title: str | None = None) -> dict[str, Any]:
     """The template context for ``profile`` (on ``base_image`` instead of the profile's own base, for
-    ``build --base``); raises ValidationError for a bad extra requirement."""
+    ``build --base``), installing ``lock`` (a placeholder of the pins when None: see :func:`placeholder_lock`)
+    and the extras' closure ``extras_lock``; ``title`` names an image with extras (its repository name).  Raises
+    InputError for a bad extra requirement."""
     base = base_reference(profile, config, base_digest, base_image)
+    lock = lock or placeholder_lock(profile)
+    added = {p.name: p.version for p in extras_lock if p.name not in lock.versions}
+    installed = {**(lock.versions if base_image is None else {}), **{p.name: p.version for p in extras_lock}}
+    locked = (lock.sha256, lock.versions) if base_image is None else None
+    env = image_env(profile)
+    env["PIP_CONSTRAINT"] = CONSTRAINTS_PATH
     return {
         "imagectl_version": __version__,
         "profile": {
@@ -149,14 +176,23 @@ def render_context(profile: Profile, config: Config, base_digest: str | None = N
         "ca_bundle": config.ca_bundle is not None,
         "pip": {
             "index_url": index_url(profile, config),
-            "extra_index_urls": sorted(split_userinfo(url)[0] for url in config.pip_extra_index_urls),
+            "extra_index_urls": extra_index_urls(config),
             "trusted_hosts": sorted(config.pip_trusted_hosts),
             "netrc": NETRC_FILE if pip_netrc(profile, config) else "",
         },
         "packages": [f"{name}=={version}" for name, version in profile.packages],
-        "extras": sorted(check_requirement(e, "extra requirement") for e in extras),
-        "labels": labels_for(profile, base, base_image),
-        "env": image_env(profile),
+        "extras": sorted(check_extra(e) for e in extras),
+        "lock": {
+            "layers": [{"file": name} for name, _ in lock_layers(profile, lock)],
+            "path": LOCK_PATH,
+            "constraints": CONSTRAINTS_PATH,
+            "extras": EXTRAS_LOCK_FILE if extras else "",
+        },
+        "lock_check": {"lock_path": LOCK_PATH, "extras_lock_path": EXTRAS_LOCK_PATH if extras else "",
+                       "imports": import_names(profile) if base_image is None else []},
+        "constraints": installed,
+        "labels": labels_for(profile, base, base_image, lock=locked, extras=added or None, title=title),
+        "env": dict(sorted(env.items())),
         "cuda_home": cuda_home(profile),
         "entry": entry_context(profile),
         "entrypoint": base_image is None,  # build --base keeps the base's ENTRYPOINT and CMD

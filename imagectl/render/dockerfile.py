@@ -19,7 +19,8 @@ from ..matrix.model import Profile
 from ..reference import Reference
 from ..matrix.rules import Violation
 from ..shipped import template_dirs
-from .context import NETRC_FILE, pip_netrc, render_context
+from ..lock.lockfile import Lock, LockedPackage, constraints_text, requirement_lines
+from .context import EXTRAS_LOCK_FILE, NETRC_FILE, lock_layers, pip_netrc, placeholder_lock, render_context
 from .sandbox import TemplateSandbox
 
 DOCKERFILE_TEMPLATE = "Dockerfile.j2"
@@ -70,26 +71,36 @@ def render_template(env: jinja2.Environment, name: str, context: Mapping[str, An
 
 def context_files(profile: Profile, config: Config, env: jinja2.Environment | None = None,
                   base_digest: str | None = None, extras: Sequence[str] = (),
-                  base_image: Reference | None = None) -> dict[str, bytes]:
+                  base_image: Reference | None = None, lock: Lock | None = None,
+                  extras_lock: Sequence[LockedPackage] = (), title: str | None = None) -> dict[str, bytes]:
     """Every file of the build context for ``profile`` (name -> content), deterministic.
 
-    With ``base_image`` (``build --base``) the Dockerfile only layers ``extras`` on that image.  With index
-    credentials the context holds :data:`~.context.NETRC_FILE`, which only the first build stage reads.
-    Raises ValidationError for bad extras (or none with a base image) or conflicting index credentials,
-    TemplateError for a broken template.
+    The image installs ``lock`` (``lock.txt``, one ``lock-N-LAYER.txt`` per install layer, ``constraints.txt``;
+    a placeholder of the pins when None, for ``validate``) and the extras' closure ``extras_lock``
+    (``extras-lock.txt``, with the request in ``extra-requirements.txt``).  With ``base_image``
+    (``build --base``) the Dockerfile only layers the extras on that image.  With index credentials the context
+    holds :data:`~.context.NETRC_FILE`, which only the first build stage reads.  Raises InputError for bad
+    extras (or none with a base image) or conflicting index credentials, TemplateError for a broken template.
     """
     if base_image is not None and not extras:
         raise ValidationError("--base needs extra packages (--extra or --requirements) to layer on the image")
     env = env or make_environment(template_dirs(config))
-    context = render_context(profile, config, base_digest, extras, base_image)
+    lock = lock or placeholder_lock(profile)
+    context = render_context(profile, config, base_digest, extras, base_image, lock, extras_lock, title)
     files = {
         "Dockerfile": render_template(env, EXTRAS_TEMPLATE if base_image else DOCKERFILE_TEMPLATE, context),
-        "requirements.txt": render_template(env, REQUIREMENTS_TEMPLATE, context),
         "imagectl-check.py": render_template(env, CHECK_TEMPLATE, context),
         "imagectl-entry.sh": render_template(env, ENTRY_TEMPLATE, context),
+        "constraints.txt": constraints_text(context["constraints"]),
     }
+    if base_image is None:
+        files["lock.txt"] = lock.text
+        for name, lines in lock_layers(profile, lock):
+            files[name] = render_template(env, REQUIREMENTS_TEMPLATE, {**context, "requirement_lines": lines})
     if extras:
         files["extra-requirements.txt"] = "\n".join(context["extras"]) + "\n"
+        files[EXTRAS_LOCK_FILE] = render_template(env, REQUIREMENTS_TEMPLATE,
+                                                  {**context, "requirement_lines": requirement_lines(extras_lock)})
     out = {name: text.encode() for name, text in files.items()}
     if config.ca_bundle:
         out["ca.pem"] = config.ca_bundle.read_bytes()

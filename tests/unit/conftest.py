@@ -20,6 +20,37 @@ RECORDED = FIXTURES / "pypi" / "torch-wheels.json"
 from tests.fixtures.pypi import server as SERVER  # noqa: E402
 
 
+def fake_resolve(requirements, target, as_of=None, constraints=(), prefer=()):
+    """A resolver for hermetic unit tests: each requirement ``name==version`` (extras dropped) locked as itself,
+    with one made-up hash; real resolution (uv against an index) is tested in tests/unit/lock and integration."""
+    import hashlib
+
+    from imagectl.lock.lockfile import package
+
+    out = {}
+    for line in [*requirements, *constraints]:
+        name, _, version = line.partition("==")
+        name = name.split("[", 1)[0]
+        version = version or "1.0"
+        out.setdefault(name, package(name, version, [hashlib.sha256(f"{name}=={version}".encode()).hexdigest()]))
+    return sorted(out.values(), key=lambda p: p.name)
+
+
+@pytest.fixture(autouse=True)
+def hermetic_locks(request, monkeypatch):
+    """Unit tests lock without the network: build-time locks come from :func:`fake_resolve`, as of a fixed day.
+    A test marked ``real_resolver`` keeps uv."""
+    if request.node.get_closest_marker("real_resolver"):
+        return
+    import imagectl.lock.extras
+    import imagectl.lock.make
+    from imagectl.lock.asof import AsOf
+
+    monkeypatch.setattr(imagectl.lock.make, "resolve", fake_resolve)
+    monkeypatch.setattr(imagectl.lock.extras, "resolve", fake_resolve)
+    monkeypatch.setattr(imagectl.lock.make, "resolve_as_of", lambda *a, **k: AsOf("2024-06-12", "fixed for tests"))
+
+
 def metadata_text(name: str, version: str, requires_dist: list[str], requires_python: str | None = None) -> str:
     """A core-metadata file (RFC 822 headers)."""
     lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]

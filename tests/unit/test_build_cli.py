@@ -70,7 +70,7 @@ def test_build_json_is_one_document_with_the_full_digest_and_phases(run_cli, eng
     assert result["tag"] == pushed_tag and is_immutable(result["tag"])
     assert result["digest"] == pushed_digest and DIGEST.fullmatch(result["digest"]) and len(result["digest"]) == 71
     assert result["image_id"] == made.image and result["size"] == engine.images[made.image].size > 0
-    assert set(result["phases"]) == {"resolve", "render", "lookup", "build", "check", "tag", "push"}
+    assert set(result["phases"]) == {"resolve", "lock", "render", "lookup", "build", "check", "tag", "push"}
     assert all(seconds >= 0 for seconds in result["phases"].values()) and result["seconds"] >= 0
     assert result["notes"] == [] and "error" not in result and "log_tail" not in result
     assert f"building {NAME}" in r.err  # progress stays on stderr
@@ -82,7 +82,7 @@ def test_build_json_reports_a_reused_image(run_cli, engine, with_registry):
     [again] = json.loads(r.out)["results"]
     assert r.code == 0 and len(engine.builds) == 1
     assert (again["status"], again["tag"], again["digest"]) == ("reused", first["tag"], first["digest"])
-    assert again["image_id"] is None and set(again["phases"]) == {"resolve", "render", "lookup"}
+    assert again["image_id"] is None and set(again["phases"]) == {"resolve", "lock", "render", "lookup"}
 
 
 def test_build_json_without_a_registry_gives_the_image_id_as_digest(run_cli, monkeypatch):

@@ -59,7 +59,7 @@ def test_show_image_uses_configured_registry(run_cli, tmp_path):
     (("show", "torch-2.3-cu999"), "closest: torch-2.3-cu1"),
     (("show", "torch-9.9-cu121"), "names no torch release 9.9"),
     (("show", "torch-2.3-cu121", "--python", "three"), "--python"),
-    (("render", "torch-2.3-cu121", "--extra", "numpy; curl evil | sh"), "extra requirement"),
+    (("render", "torch-2.3-cu121", "--extra", "numpy; curl evil | sh"), "--extra"),
     (("compat", "--driver", "new"), "--driver"),
     (("check", "torch==2.3.1", "cuda=x"), "check: cuda"),
     (("nosuchcommand",), "No such command"),
@@ -137,7 +137,7 @@ def test_render_prints_and_writes_context(run_cli, tmp_path):
     assert runtime.code == 0 and "\nFROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04\n" in runtime.out
     r = run_cli("render", "torch-2.3-cu121", "-o", "ctx")
     assert r.code == 0
-    assert (tmp_path / "ctx" / "Dockerfile").is_file() and (tmp_path / "ctx" / "requirements.txt").is_file()
+    assert (tmp_path / "ctx" / "Dockerfile").is_file() and (tmp_path / "ctx" / "lock.txt").is_file()
 
 
 def test_module_entry_point_and_no_docker_import():

@@ -24,7 +24,8 @@ from imagectl.config import Config
 from imagectl.engine import ImageInfo, LineSink
 from imagectl.errors import BuildError, EngineError, NotFoundError
 from imagectl.imagecheck.run import CHECK_COMMAND
-from imagectl.labels import CUDA, CUDNN, FRAMEWORK, FRAMEWORK_VERSION, NCCL, PACKAGES, PROFILE, PYTHON
+from imagectl.labels import (CUDA, CUDNN, EXTRAS, FRAMEWORK, FRAMEWORK_VERSION, LOCK_PACKAGES, LOCK_SHA256, NCCL,
+                             PACKAGES, PROFILE, PYTHON, split_packages)
 from imagectl.reference import Reference
 from tests.unit.tags.tagfakes import FakeStore
 
@@ -101,9 +102,13 @@ def check_report(labels: Mapping[str, str], gpu: bool = False) -> dict[str, Any]
     }
     if gpu:
         framework["gpu"] = {"available": False, "device_count": 0}
+    locked = {**split_packages(labels.get(LOCK_PACKAGES)), **split_packages(labels.get(EXTRAS))}
     return {
         "python": f"{labels.get(PYTHON)}.4",
-        "packages": {**pins, "pip": "24.0"},
+        "packages": {**pins, **locked, "pip": "24.0"},
+        "lock_files": [{"kind": "lock", "path": "/opt/imagectl/lock.txt", "sha256": labels.get(LOCK_SHA256),
+                        "error": None}],
+        "pip_check": {"ok": True, "output": "No broken requirements found."},
         "system_nccl": {"env": None, "dpkg": None},
         "gpu_requested": gpu,
         "framework": framework,

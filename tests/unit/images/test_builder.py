@@ -349,7 +349,9 @@ def test_the_built_image_carries_the_profile_labels_the_check_compares(profile, 
     build(profile, with_registry(), engine)
     labels = engine.images[engine.builds[0].image].labels
     base = builder.base_reference(profile, with_registry()).with_digest(BASE_DIGEST)
-    assert {k: v for k, v in labels.items() if k != BUILD_KEY} == labels_for(profile, base)
+    lock = builder.lock_for_build(profile, with_registry()).lock
+    assert {k: v for k, v in labels.items() if k != BUILD_KEY} == labels_for(profile, base,
+                                                                             lock=(lock.sha256, lock.versions))
     assert labels[PROFILE] == NAME and labels[OCI_BASE_NAME] == BASE
     assert check_report(labels)["framework"]["nccl"] == profile.variant.nccl == "2.20.5"
 
@@ -568,7 +570,7 @@ def test_test_without_a_registry_is_the_local_latest(matrix, engine):
 
 def test_build_one_times_its_phases_and_names_the_repository(profile, engine, registry):
     result = build(profile, with_registry(), engine)
-    assert set(result.phases) == {"resolve", "render", "lookup", "build", "check", "tag", "push"}
+    assert set(result.phases) == {"resolve", "lock", "render", "lookup", "build", "check", "tag", "push"}
     assert result.repository == REPO and result.image_id == engine.builds[0].image
 
 

@@ -41,7 +41,7 @@ def test_expectations_from_profile_are_the_profiles_versions_and_pins(matrix):
     expect = expectations_from_profile(profile)
     assert expect == {"framework": "torch", "version": profile.release.version, "cuda": profile.variant.cuda,
                       "cudnn": profile.variant.cudnn, "nccl": profile.variant.nccl, "python": profile.python,
-                      "packages": dict(profile.packages)}
+                      "packages": dict(profile.packages), "lock": None, "lock_sha256": None, "extras": {}}
     assert expect["packages"] and expect["version"].startswith("2.3.")
     assert expectations(labels_for(profile, profile.base_image)) == expect
 

@@ -34,8 +34,13 @@ def test_golden_dockerfiles(matrix, profile, config, golden):
     check_golden(golden, files["Dockerfile"].decode())
 
 
+def layer_files(files: dict[str, bytes]) -> str:
+    """The requirements of every install layer of a context (``lock-N-LAYER.txt``), in order."""
+    return "".join(files[name].decode() for name in sorted(files) if name.startswith("lock-"))
+
+
 def test_requirements_pin_everything_with_the_variant_index(matrix):
-    req = context_files(resolve_profile("torch-2.3-cu118", matrix), MIRRORED)["requirements.txt"].decode()
+    req = layer_files(context_files(resolve_profile("torch-2.3-cu118", matrix), MIRRORED))
     assert "--index-url https://download.pytorch.org/whl/cu118\n" in req
     assert "--extra-index-url https://extra.example.com/simple\n" in req
     for pin in ("torch==2.3.1", "torchvision==0.18.1", "nvidia-nccl-cu11==2.20.5", "nvidia-cudnn-cu11==8.7.0.84"):
@@ -44,7 +49,7 @@ def test_requirements_pin_everything_with_the_variant_index(matrix):
 
 def test_configured_index_replaces_default(matrix):
     cfg = Config(pip_index_url="https://pypi.example.com/whl/{cuda_tag}")
-    req = context_files(resolve_profile("torch-2.3-cu121", matrix), cfg)["requirements.txt"].decode()
+    req = layer_files(context_files(resolve_profile("torch-2.3-cu121", matrix), cfg))
     assert "--index-url https://pypi.example.com/whl/cu121\n" in req
 
 
@@ -62,14 +67,15 @@ def test_layers_shared_and_extras_last(matrix):
     a = context_files(resolve_profile("torch-2.3-cu121", matrix), Config())["Dockerfile"].decode()
     b = context_files(resolve_profile("torch-2.3-cu118", matrix), Config())["Dockerfile"].decode()
     def steps_after_from(text: str) -> str:
-        return text.split("COPY requirements.txt")[0].split("\nFROM ", 1)[1].split("\n", 1)[1]
+        return text.split("COPY lock-1-")[0].split("\nFROM ", 1)[1].split("\n", 1)[1]
 
     assert "python3.10 -m venv" in steps_after_from(a)
     assert steps_after_from(a) == steps_after_from(b)  # same Python/venv steps: cached once per base
     with_extras = context_files(resolve_profile("torch-2.3-cu121", matrix), Config(), extras=["einops==0.8.0"])
     text = with_extras["Dockerfile"].decode()
     runs = [line for line in text.splitlines() if line.startswith(("RUN", "COPY"))]
-    assert runs[-1].startswith("RUN pip install") and "extra-requirements.txt" in runs[-1]  # the last layer
+    assert runs[-1].startswith("RUN pip install") and "extras-lock.txt" in runs[-1]  # the last layer
+    assert "--no-deps --require-hashes" in runs[-1]
     assert runs.index("COPY imagectl-entry.sh /opt/imagectl/entry.sh") < runs.index(runs[-2])  # with the check
     assert with_extras["extra-requirements.txt"] == b"einops==0.8.0\n"
 
@@ -103,8 +109,8 @@ def test_ca_bundle_is_copied_into_context(matrix, tmp_path):
     files = context_files(resolve_profile("torch-2.3-cu121", matrix), Config(ca_bundle=ca))
     assert files["ca.pem"] == ca.read_bytes() and b"COPY ca.pem" in files["Dockerfile"]
     written = write_context(files, tmp_path / "ctx")
-    assert sorted(p.name for p in written) == ["Dockerfile", "ca.pem", "imagectl-check.py", "imagectl-entry.sh",
-                                               "requirements.txt"]
+    assert sorted(p.name for p in written) == ["Dockerfile", "ca.pem", "constraints.txt", "imagectl-check.py",
+                                               "imagectl-entry.sh", "lock-1-packages.txt", "lock.txt"]
 
 
 def test_check_script_is_valid_python(matrix):
@@ -127,7 +133,7 @@ def test_index_credentials_reach_only_the_netrc_file(matrix):
     assert [name for name, content in files.items() if SECRET.encode() in content] == [NETRC_FILE]
     assert files[NETRC_FILE] == (f"machine extra.example.com login bot password {SECRET}x\n"
                                  f"machine pypi.example.com login user password {SECRET}\n").encode()
-    req = files["requirements.txt"].decode()
+    req = layer_files(files)
     assert "--index-url https://pypi.example.com/whl/cu121\n" in req
     assert "--extra-index-url https://extra.example.com/simple\n" in req
 
@@ -137,8 +143,8 @@ def test_final_stage_copies_the_environment_and_never_the_credentials(matrix):
                          extras=["einops==0.8.0"])["Dockerfile"].decode()
     install, final = text.split("\nFROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04\n")
     assert "AS imagectl-install" in install and f"COPY {NETRC_FILE} " in install
-    assert "pip install --no-cache-dir -r /opt/imagectl/requirements.txt -r /opt/imagectl/extra-requirements.txt" \
-        in install  # the extras are installed with the credentials too
+    assert ("pip install --no-cache-dir --no-deps --require-hashes --only-binary :all: "
+            "-r /opt/imagectl/extras-lock.txt") in install  # the extras are installed with the credentials too
     assert NETRC_FILE not in final and "RUN pip install" not in final and "imagectl-secrets" not in final
     assert "COPY --from=imagectl-install /opt/venv /opt/venv\n" in final
     assert final.count("\nLABEL ") == 1 and install.count("LABEL") == 0
@@ -278,7 +284,7 @@ def jit_step(dockerfile: str) -> str:
 def test_jit_packages_are_one_layer_after_python_and_before_the_framework(matrix):
     text = context_files(resolve_profile("torch-2.3-cu121", matrix), Config())["Dockerfile"].decode()
     venv, jit, framework = (text.index("-m venv /opt/venv"), text.index("[framework] jit_packages"),
-                            text.index("COPY requirements.txt"))
+                            text.index("COPY lock-1-"))
     assert venv < jit < framework
     step = jit_step(text)
     assert "    for p in g++ gcc python3.10-dev; do \\\n" in step  # sorted, for the profile's Python

@@ -37,10 +37,13 @@ RUN set -eu; \
       rm -rf /var/lib/apt/lists/*; \
     fi
 
-# The framework and its pinned companions: shared by every profile with the same pins.
-COPY requirements.txt /opt/imagectl/requirements.txt
-RUN pip install --no-cache-dir -r /opt/imagectl/requirements.txt
+# The lock: every package with its hashes, in layers that change at different rates ([framework] layers), so
+# profiles with the same CUDA pins share the first and an upgrade moves only what changed.
+COPY lock-1-packages.txt /opt/imagectl/lock-1-packages.txt
+RUN pip install --no-cache-dir --no-deps --require-hashes --only-binary :all: -r /opt/imagectl/lock-1-packages.txt
 
+
+COPY lock.txt constraints.txt /opt/imagectl/
 COPY imagectl-check.py /opt/imagectl/check.py
 COPY imagectl-entry.sh /opt/imagectl/entry.sh
 
@@ -55,12 +58,15 @@ ENV CUDA_HOME="/usr/local/cuda" \
     NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=11.8" \
     NVIDIA_VISIBLE_DEVICES="all" \
+    PIP_CONSTRAINT="/opt/imagectl/constraints.txt" \
     TORCH_VERSION="2.3.1"
 LABEL imagectl.cuda="11.8" \
       imagectl.cudnn="8.7.0.84" \
       imagectl.flavor="devel" \
       imagectl.framework="torch" \
       imagectl.framework.version="2.3.1" \
+      imagectl.lock.packages="nvidia-cuda-runtime-cu11==11.8.89,nvidia-cudnn-cu11==8.7.0.84,nvidia-nccl-cu11==2.20.5,torch==2.3.1,torchaudio==2.3.1,torchvision==0.18.1,triton==2.3.1" \
+      imagectl.lock.sha256="21941c5b60be0915c3f1d7a7c4c9ba6b41d554d60618ecd640acb4c401666f9f" \
       imagectl.min-driver="520.61.05" \
       imagectl.nccl="2.20.5" \
       imagectl.os="ubuntu22.04" \

@@ -31,10 +31,13 @@ RUN set -eu; \
       rm -rf /var/lib/apt/lists/*; \
     fi
 
-# The framework and its pinned companions: shared by every profile with the same pins.
-COPY requirements.txt /opt/imagectl/requirements.txt
-RUN pip install --no-cache-dir -r /opt/imagectl/requirements.txt
+# The lock: every package with its hashes, in layers that change at different rates ([framework] layers), so
+# profiles with the same CUDA pins share the first and an upgrade moves only what changed.
+COPY lock-1-packages.txt /opt/imagectl/lock-1-packages.txt
+RUN pip install --no-cache-dir --no-deps --require-hashes --only-binary :all: -r /opt/imagectl/lock-1-packages.txt
 
+
+COPY lock.txt constraints.txt /opt/imagectl/
 COPY imagectl-check.py /opt/imagectl/check.py
 COPY imagectl-entry.sh /opt/imagectl/entry.sh
 
@@ -48,12 +51,15 @@ ENV IMAGECTL_CUDNN_VERSION="8.9.2.26" \
     NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=12.1" \
     NVIDIA_VISIBLE_DEVICES="all" \
+    PIP_CONSTRAINT="/opt/imagectl/constraints.txt" \
     TORCH_VERSION="2.3.1"
 LABEL imagectl.cuda="12.1" \
       imagectl.cudnn="8.9.2.26" \
       imagectl.flavor="runtime" \
       imagectl.framework="torch" \
       imagectl.framework.version="2.3.1" \
+      imagectl.lock.packages="nvidia-cuda-runtime-cu12==12.1.105,nvidia-cudnn-cu12==8.9.2.26,nvidia-nccl-cu12==2.20.5,torch==2.3.1,torchaudio==2.3.1,torchvision==0.18.1,triton==2.3.1" \
+      imagectl.lock.sha256="5aafd3b420d80b14f64521a5875c96caa1329a1e3dd12960012218a215717556" \
       imagectl.min-driver="530.30.02" \
       imagectl.nccl="2.20.5" \
       imagectl.os="ubuntu22.04" \

@@ -20,12 +20,11 @@ ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
 COPY imagectl-pip.netrc /opt/imagectl-secrets/.netrc
-COPY requirements.txt /opt/imagectl/requirements.txt
-RUN NETRC=/opt/imagectl-secrets/.netrc HOME=/opt/imagectl-secrets \
-    pip install --no-cache-dir -r /opt/imagectl/requirements.txt
-COPY extra-requirements.txt /opt/imagectl/extra-requirements.txt
-RUN NETRC=/opt/imagectl-secrets/.netrc HOME=/opt/imagectl-secrets \
-    pip install --no-cache-dir -r /opt/imagectl/requirements.txt -r /opt/imagectl/extra-requirements.txt
+COPY lock-1-packages.txt /opt/imagectl/lock-1-packages.txt
+RUN NETRC=/opt/imagectl-secrets/.netrc HOME=/opt/imagectl-secrets pip install --no-cache-dir --no-deps --require-hashes --only-binary :all: -r /opt/imagectl/lock-1-packages.txt
+
+COPY extra-requirements.txt extras-lock.txt /opt/imagectl/
+RUN NETRC=/opt/imagectl-secrets/.netrc HOME=/opt/imagectl-secrets pip install --no-cache-dir --no-deps --require-hashes --only-binary :all: -r /opt/imagectl/extras-lock.txt
 
 FROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04
 
@@ -59,15 +58,16 @@ RUN set -eu; \
       rm -rf /var/lib/apt/lists/*; \
     fi
 
-# The framework and its pinned companions: shared by every profile with the same pins.
-COPY requirements.txt /opt/imagectl/requirements.txt
+# The lock: every package with its hashes, in layers that change at different rates ([framework] layers), so
+# profiles with the same CUDA pins share the first and an upgrade moves only what changed.
 COPY --from=imagectl-install /opt/venv /opt/venv
 
+COPY lock.txt constraints.txt /opt/imagectl/
 COPY imagectl-check.py /opt/imagectl/check.py
 COPY imagectl-entry.sh /opt/imagectl/entry.sh
 
-# A team's extra packages, installed in the first stage with the framework (the record of what was asked for).
-COPY extra-requirements.txt /opt/imagectl/extra-requirements.txt
+# A team's extra packages, installed in the first stage with the lock (the request and its lock, as a record).
+COPY extra-requirements.txt extras-lock.txt /opt/imagectl/
 
 # The entry check (copied with the check script): one line on stderr when the node's NVIDIA driver is below this
 # CUDA's floor, then the command.
@@ -79,12 +79,15 @@ ENV IMAGECTL_CUDNN_VERSION="8.9.2.26" \
     NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=12.1" \
     NVIDIA_VISIBLE_DEVICES="all" \
+    PIP_CONSTRAINT="/opt/imagectl/constraints.txt" \
     TORCH_VERSION="2.3.1"
 LABEL imagectl.cuda="12.1" \
       imagectl.cudnn="8.9.2.26" \
       imagectl.flavor="runtime" \
       imagectl.framework="torch" \
       imagectl.framework.version="2.3.1" \
+      imagectl.lock.packages="nvidia-cuda-runtime-cu12==12.1.105,nvidia-cudnn-cu12==8.9.2.26,nvidia-nccl-cu12==2.20.5,torch==2.3.1,torchaudio==2.3.1,torchvision==0.18.1,triton==2.3.1" \
+      imagectl.lock.sha256="5aafd3b420d80b14f64521a5875c96caa1329a1e3dd12960012218a215717556" \
       imagectl.min-driver="530.30.02" \
       imagectl.nccl="2.20.5" \
       imagectl.os="ubuntu22.04" \

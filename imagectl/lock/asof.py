@@ -1,0 +1,79 @@
+"""``--as-of``: which day a lock is resolved as of.
+
+- ``YYYY-MM-DD``: as if it were that day (uv's ``--exclude-newer``: files uploaded on that day or before).
+- ``release``: the framework release's own upload date on the index, plus ``[lock] grace_days`` (default 7):
+  the environment the release shipped against.  As of torch 2.3.1 (uploaded 2024-06-05) it gives numpy
+  1.26.4 and pillow 10.3.0, not numpy 2.0 (2024-06-16).  This is the default (``[lock] as_of``), and every
+  shipped lock is made with it: it is reproducible, and it is what the release was tested with.
+- ``latest``: no cut-off; what the index offers today.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
+
+from ..errors import InputError, OperationError
+from ..matrix.model import Profile
+from ..pypi.simple import project_files
+from ..pypi.wheels import is_wheel, parse_wheel
+from .target import Target
+
+DEFAULT_POLICY = "release"
+DEFAULT_GRACE_DAYS = 7
+_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+@dataclass(frozen=True)
+class AsOf:
+    """A resolved ``--as-of``: the date (``YYYY-MM-DD``) or ``latest``, and why that date."""
+
+    date: str
+    note: str = ""
+
+
+def check_policy(value: str, what: str = "--as-of") -> str:
+    """``value`` if it is ``release``, ``latest`` or a valid ``YYYY-MM-DD``; raises InputError otherwise."""
+    if value in ("release", "latest"):
+        return value
+    if _DATE_RE.fullmatch(value or ""):
+        try:
+            dt.date.fromisoformat(value)
+            return value
+        except ValueError:
+            pass
+    raise InputError(f"{what} {value!r}: expected a date YYYY-MM-DD, 'release' or 'latest'")
+
+
+def release_upload_date(profile: Profile, target: Target) -> dt.date:
+    """The day the framework release's first file was uploaded to the target's index (PEP 700 upload-time);
+    raises OperationError when the index gives no upload times or has no file of the release."""
+    package, version = profile.framework.package, Version(profile.release.version)
+    files = project_files(target.index_secret, package)
+    times = []
+    for file in files:
+        try:
+            same = is_wheel(file) and parse_wheel(file.filename).version.public == version.public
+        except (InvalidVersion, OperationError):
+            continue
+        if same and file.upload_time:
+            times.append(file.upload_time)
+    if not times:
+        raise OperationError(f"--as-of release: {target.index} gives no upload time for {package} {version} "
+                             "(PEP 700 JSON pages); pass --as-of DATE or latest, or set [lock] as_of")
+    return dt.date.fromisoformat(min(times)[:10])
+
+
+def resolve_as_of(policy: str, profile: Profile, target: Target, grace_days: int) -> AsOf:
+    """The date a lock of ``profile`` resolves as of under ``policy``; raises InputError for a bad policy,
+    OperationError when ``release`` cannot read the release's upload date."""
+    policy = check_policy(policy)
+    if policy != "release":
+        return AsOf(policy)
+    uploaded = release_upload_date(profile, target)
+    day = uploaded + dt.timedelta(days=grace_days)
+    name = f"{profile.framework.package} {profile.release.version}"
+    return AsOf(day.isoformat(), f"release: {name} uploaded {uploaded.isoformat()}, plus {grace_days} days")

@@ -1,0 +1,82 @@
+"""Where locks live and which one a profile installs.
+
+Lock directories, searched in this order: the team's (``[paths] locks``), then ``locks/`` of each configured
+matrix directory, then the shipped ``matrices/locks/``.  A lock is ``<lock id>.txt``
+(``torch-2.3.1-cu121-py3.11.txt``).  It applies to a profile only when it was resolved against the index the
+profile installs from: a shipped lock of PyPI does not apply to a build whose ``[pip] index_url`` points
+elsewhere (that build is locked against its own index, at build time).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Config
+from ..errors import InputError, OperationError
+from ..matrix.model import Profile
+from ..shipped import shipped_dir
+from .lockfile import Lock, parse_lock
+from .target import profile_lock_id
+
+LOCKS = "locks"
+
+
+@dataclass(frozen=True)
+class FoundLock:
+    """A lock file that applies to a profile: the lock, its path, and ``team`` or ``shipped``."""
+
+    lock: Lock
+    path: Path
+    origin: str
+
+
+def lock_dirs(config: Config) -> list[tuple[Path, str]]:
+    """``(directory, origin)`` of every lock directory, in search order (missing ones included)."""
+    dirs = [(d, "team") for d in config.lock_dirs]
+    dirs += [(d / LOCKS, "team") for d in reversed(config.matrix_dirs)]
+    dirs.append((shipped_dir("matrices") / LOCKS, "shipped"))
+    return dirs
+
+
+def read_lock(path: Path) -> Lock:
+    """The lock at ``path``; raises InputError naming the file for one that cannot be read or parsed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the lock: {getattr(exc, 'strerror', None) or exc}") from None
+    return parse_lock(text, str(path))
+
+
+def find_lock(profile: Profile, config: Config, index: str) -> FoundLock | None:
+    """The first lock file of ``profile`` whose header names ``index`` (credential-free), or None; raises
+    InputError for a lock file that cannot be read."""
+    name = f"{profile_lock_id(profile)}.txt"
+    for directory, origin in lock_dirs(config):
+        path = directory / name
+        if path.is_file():
+            lock = read_lock(path)
+            if lock.header.index.rstrip("/") == index.rstrip("/") and lock.header.python == profile.python:
+                return FoundLock(lock, path, origin)
+    return None
+
+
+def shipped_lock_path(profile: Profile) -> Path:
+    """Where the shipped lock of ``profile`` is (or would be)."""
+    return shipped_dir("matrices") / LOCKS / f"{profile_lock_id(profile)}.txt"
+
+
+def write_lock(lock: Lock, path: Path) -> None:
+    """Write ``lock`` to ``path`` atomically (a concurrent reader sees the old or the new file, never half);
+    raises OperationError when it cannot."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(lock.text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise OperationError(f"{path}: cannot write the lock: {exc.strerror or exc}") from None

@@ -1,0 +1,64 @@
+"""What a lock is resolved for: the profile's inputs, its Python, the platform and its indexes.
+
+A lock belongs to a framework release, CUDA build and Python: every flavour and OS of that build shares it,
+so the platform is the oldest glibc any of them has.  ``manylinux_2_28`` (glibc 2.28) is below every OS of
+the shipped matrix (Ubuntu 20.04 has glibc 2.31, 22.04 2.35, 24.04 2.39), and every CUDA wheel of torch
+and JAX is tagged at or below it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Config
+from ..matrix.model import Profile
+from ..pip_index import extra_index_urls, index_url, index_url_with_credentials
+from .lockfile import lock_id
+
+PLATFORM = "x86_64-manylinux_2_28"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and for what a resolution runs.  ``index_secret`` and ``extra_secret`` keep credentials (they go
+    to the resolver's environment, never to output); ``index`` is the same URL without them."""
+
+    python: str
+    index: str
+    index_secret: str
+    extra_indexes: tuple[str, ...] = ()
+    extra_secret: tuple[str, ...] = ()
+    trusted_hosts: tuple[str, ...] = ()
+    ca_bundle: Path | None = None
+    platform: str = PLATFORM
+
+
+def target_for(profile: Profile, config: Config) -> Target:
+    """The resolution target of ``profile`` under ``config`` (its pip indexes); raises ValidationError for a
+    bad configured index URL."""
+    return Target(python=profile.python, index=index_url(profile, config),
+                  index_secret=index_url_with_credentials(profile, config),
+                  extra_indexes=tuple(extra_index_urls(config)), extra_secret=tuple(config.pip_extra_index_urls),
+                  trusted_hosts=tuple(config.pip_trusted_hosts), ca_bundle=config.ca_bundle)
+
+
+def build_tag(profile: Profile) -> str:
+    """The CUDA build's tag in the framework's spelling (``cu121``, ``cuda12``)."""
+    return profile.framework.tag_of(profile.variant.cuda)
+
+
+def profile_lock_id(profile: Profile) -> str:
+    """``torch-2.3.1-cu121-py3.11``: the lock ``profile`` installs (shared by its flavours and OSes)."""
+    return lock_id(profile.framework.name, profile.release.version, build_tag(profile), profile.python)
+
+
+def lock_inputs(profile: Profile) -> tuple[str, ...]:
+    """What the resolver is asked for: the framework, its companions and the variant's pins, each ``==`` its
+    version, with the extras the framework's ``pin_extras`` names (``jax-cuda12-plugin[with-cuda]``)."""
+    extras = dict(profile.framework.pin_extras)
+    out = []
+    for name, version in profile.packages:
+        wanted = extras.get(name)
+        out.append(f"{name}[{','.join(wanted)}]=={version}" if wanted else f"{name}=={version}")
+    return tuple(out)
