@@ -19,7 +19,7 @@ class _Root(click.Group):
     _modules = {
         "list": "profiles", "show": "profiles", "validate": "profiles", "compat": "profiles",
         "check": "profiles", "render": "profiles", "build": "building", "test": "building",
-        "matrix": "matrix_cmd",
+        "matrix": "matrix_cmd", "lock": "lock_cmd",
         "history": "tags_cmd", "rollback": "tags_cmd", "promote": "tags_cmd", "prune": "tags_cmd", "import": "tags_cmd",
     }
 

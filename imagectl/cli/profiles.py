@@ -18,11 +18,12 @@ def cmd_list(ctx: click.Context, framework: str | None, as_json: bool) -> None:
     """List every profile of the matrix."""
     from ..matrix.listing import list_row
     from .table import format_table
-    from .views import LIST_COLUMNS
+    from .views import LIST_COLUMNS, lock_origin
     from ..matrix.names import list_profiles
 
     ws = workspace(ctx)
-    rows = [list_row(p) for p in list_profiles(ws.matrix, check_framework(ws, framework))]
+    rows = [{**list_row(p), "lock": lock_origin(p, ws.config)}
+            for p in list_profiles(ws.matrix, check_framework(ws, framework))]
     echo_json(rows) if as_json else click.echo(format_table(rows, LIST_COLUMNS))
 
 
@@ -44,6 +45,9 @@ def cmd_show(ctx: click.Context, name: str, python: str | None, as_json: bool) -
     for key, value in info.items():
         if key == "packages":
             value = " ".join(f"{k}=={v}" for k, v in value.items())
+        elif key == "lock":
+            value = (f"{value['origin']} {value['path']} ({len(value['packages'])} packages, as of {value['as_of']}, "
+                     f"sha256 {value['sha256'][:12]})") if value else "none: locked at build time"
         elif isinstance(value, list):
             value = " ".join(value)
         click.echo(f"{key:20} {value}")

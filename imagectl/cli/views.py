@@ -5,12 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
+from ..lock.store import lock_summary
 from ..matrix.model import Profile
 from ..pip_index import index_url
 from ..render.context import base_reference
 from ..tags.naming import moving_reference
 
-LIST_COLUMNS = ("name", "framework_version", "cuda", "cudnn", "nccl", "python", "min_driver")
+LIST_COLUMNS = ("name", "framework_version", "cuda", "cudnn", "nccl", "python", "min_driver", "lock")
+# list's lock column: where the lock a build installs comes from; "build" = locked at build time (unlocked here)
+UNLOCKED = "build"
+
+
+def lock_origin(profile: Profile, config: Config) -> str:
+    """``shipped`` or ``team`` (a lock file applies), else ``build`` (the build locks against its index)."""
+    from ..lock.store import find_lock
+
+    found = find_lock(profile, config, index_url(profile, config))
+    return found.origin if found else UNLOCKED
 
 
 def describe_profile(profile: Profile, config: Config) -> dict[str, Any]:
@@ -35,5 +46,7 @@ def describe_profile(profile: Profile, config: Config) -> dict[str, Any]:
         "pypi_default_build": profile.variant.pypi,
         "index_url": index_url(profile, config),
         "packages": dict(profile.packages),
+        # the lock a build installs; None: no lock file applies, the build locks at build time
+        "lock": lock_summary(profile, config, index_url(profile, config)),
         "image": moving_reference(profile.name, config).familiar,
     }

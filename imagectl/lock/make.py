@@ -14,6 +14,7 @@ from typing import Callable
 
 from ..cache import cached
 from ..config import Config
+from ..errors import OperationError
 from ..matrix.model import Profile
 from .asof import resolve_as_of
 from .lockfile import Lock, LockHeader
@@ -61,10 +62,16 @@ def lock_for_build(profile: Profile, config: Config, log: Callable[[str], None] 
     def compute() -> Lock:
         return make_lock(profile, config, policy, target=target)
 
-    if policy == "latest":  # what the index offers now: never from the cache
-        lock = compute()
-    else:
-        lock = cached("lock", [], compute, extra=repr((lock_inputs(profile), target, policy, config.lock_grace_days)))
+    try:
+        if policy == "latest":  # what the index offers now: never from the cache
+            lock = compute()
+        else:
+            lock = cached("lock", [], compute,
+                          extra=repr((lock_inputs(profile), target, policy, config.lock_grace_days)))
+    except OperationError as exc:
+        where = "[pip] index_url" if config.pip_index_url else "the matrix's index of this build; [pip] index_url"
+        raise OperationError(f"cannot lock {profile_lock_id(profile)} against {target.index} ({where} sets the "
+                        f"index): {str(exc).removeprefix('lock: ')}") from None
     log(f"locked {len(lock.packages)} packages as of {lock.header.as_of} (sha256 {lock.sha256[:12]}); the image "
         "keeps it at /opt/imagectl/lock.txt")
     return ChosenLock(lock, "build-time")

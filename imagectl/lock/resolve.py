@@ -13,6 +13,8 @@ import os
 import re
 import subprocess
 import tempfile
+import threading
+from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
@@ -32,12 +34,22 @@ class ResolveError(OperationError):
         self.unsatisfiable = unsatisfiable
 
 
-def uv_binary() -> str:
-    """The path of the uv binary (the ``uv`` dependency ships it); raises OperationError when it is missing."""
-    try:
-        from uv import find_uv_bin
+_UV_LOCK = threading.Lock()
 
-        return find_uv_bin()
+
+@lru_cache(maxsize=1)
+def _find_uv() -> str:
+    from uv import find_uv_bin
+
+    return find_uv_bin()
+
+
+def uv_binary() -> str:
+    """The path of the uv binary (the ``uv`` dependency ships it); raises OperationError when it is missing.
+    Looked up once, under a lock: ``find_uv_bin`` reads sysconfig, which is not safe from several threads."""
+    try:
+        with _UV_LOCK:
+            return _find_uv()
     except (ImportError, FileNotFoundError):
         raise OperationError("uv, the resolver imagectl locks with, is not installed (pip install uv)") from None
 

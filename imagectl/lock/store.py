@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from ..config import Config
@@ -42,7 +43,17 @@ def lock_dirs(config: Config) -> list[tuple[Path, str]]:
 
 
 def read_lock(path: Path) -> Lock:
-    """The lock at ``path``; raises InputError naming the file for one that cannot be read or parsed."""
+    """The lock at ``path`` (parsed once per process for an unchanged file); raises InputError naming the file for
+    one that cannot be read or parsed."""
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the lock: {exc.strerror or exc}") from None
+    return _read(path, stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=256)
+def _read(path: Path, _mtime: int, _size: int) -> Lock:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -80,3 +91,18 @@ def write_lock(lock: Lock, path: Path) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         raise OperationError(f"{path}: cannot write the lock: {exc.strerror or exc}") from None
+
+
+def lock_summary(profile: Profile, config: Config, index: str) -> dict[str, object] | None:
+    """What ``show --json`` says of the lock a build of ``profile`` installs, or None when the build locks at
+    build time (no lock file applies); raises InputError for a lock file that cannot be read."""
+    found = find_lock(profile, config, index)
+    if found is None:
+        return None
+    header = found.lock.header
+    return {
+        "id": header.lock_id, "origin": found.origin, "path": str(found.path), "sha256": found.lock.sha256,
+        "as_of": header.as_of, "index": header.index, "platform": header.platform,
+        "source": f"{header.source} ({header.as_of_note})" if header.as_of_note else header.source,
+        "packages": found.lock.versions,
+    }

@@ -1,0 +1,119 @@
+"""``imagectl lock``: make, refresh and check the locks of profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import ImagectlError, InputError
+from .app import check_framework, framework_option, python_option, workspace
+
+
+@click.command("lock")
+@click.argument("names", nargs=-1)
+@click.option("--all", "lock_all", is_flag=True, help="Lock every profile 'imagectl list' shows.")
+@framework_option
+@python_option
+@click.option("--upgrade", is_flag=True, help="Resolve afresh instead of keeping the versions of the existing lock.")
+@click.option("--as-of", "as_of", metavar="DATE|release|latest",
+              help="Resolve as if it were DATE (YYYY-MM-DD); 'release': the framework release's upload day plus "
+                   "[lock] grace_days; 'latest': no cut-off (default: [lock] as_of, release).")
+@click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Write the lock here (one lock only; default: the [paths] locks directory, else stdout).")
+@click.option("--check", "check", is_flag=True,
+              help="Check the lock files against the matrix and their index (yanked files); exit 1 on drift.")
+@click.option("-j", "--jobs", default=4, show_default=True, type=click.IntRange(1, 16), help="Locks made at once.")
+@click.pass_context
+def cmd_lock(ctx: click.Context, names: tuple[str, ...], lock_all: bool, framework: str | None, python: str | None,
+             upgrade: bool, as_of: str | None, output: str | None, check: bool, jobs: int) -> int:
+    """Resolve the complete dependency set of the profiles NAMES, every package with its hashes."""
+    from ..grammar import check_python
+    from ..lock.asof import check_policy
+    from ..matrix.names import list_profiles
+
+    ws = workspace(ctx)
+    if check:
+        return _check(ws, framework)
+    if not names and not lock_all:
+        raise InputError("lock: name at least one profile (see 'imagectl list') or pass --all")
+    if as_of is not None:
+        check_policy(as_of)
+    python = python and check_python(python, "--python")
+    listed = list_profiles(ws.matrix, check_framework(ws, framework)) if lock_all else []
+    profiles = _one_per_lock([*(ws.profile(n, python) for n in names), *listed])
+    if output is not None and len(profiles) != 1:
+        raise InputError(f"--output: {len(profiles)} locks to write; --output takes one (set [paths] locks to a "
+                         "directory for several)")
+    target_dir = ws.config.lock_dirs[0] if ws.config.lock_dirs else None
+    if output is None and target_dir is None and len(profiles) != 1:
+        raise InputError(f"lock: {len(profiles)} locks to write and nowhere to write them: set [paths] locks "
+                         "(IMAGECTL_PATHS_LOCKS) to a directory, or lock one profile at a time")
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(profile) -> str | None:
+        try:
+            return _lock_one(ws, profile, upgrade, as_of, output, target_dir)
+        except ImagectlError as exc:
+            click.echo(f"imagectl: {profile.name}: {exc}", err=True)
+            return None
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(one, profiles))
+    return 1 if any(r is None for r in results) else 0
+
+
+def _one_per_lock(profiles: list) -> list:
+    """One profile per lock id (flavours and OSes share a lock), in order."""
+    from ..lock.target import profile_lock_id
+
+    seen: dict[str, object] = {}
+    for profile in profiles:
+        seen.setdefault(profile_lock_id(profile), profile)
+    return list(seen.values())
+
+
+def _lock_one(ws, profile, upgrade: bool, as_of: str | None, output: str | None, target_dir: Path | None) -> str:
+    """Make (or keep) one lock and write it; returns what happened.  Raises ImagectlError."""
+    from ..lock.make import make_lock
+    from ..lock.store import read_lock, write_lock
+    from ..lock.target import lock_inputs, profile_lock_id, target_for
+
+    lock_id = profile_lock_id(profile)
+    dest = Path(output) if output else (target_dir / f"{lock_id}.txt" if target_dir else None)
+    target = target_for(profile, ws.config)
+    existing = None
+    if dest is not None and dest.is_file():
+        existing = read_lock(dest)
+        same = existing.header.inputs == lock_inputs(profile) and existing.header.index == target.index
+        if same and not upgrade and as_of is None:
+            click.echo(f"{lock_id}: up to date ({len(existing.packages)} packages as of {existing.header.as_of}) "
+                       f"{dest}", err=True)
+            return "unchanged"
+    lock = make_lock(profile, ws.config, as_of, prefer=None if upgrade else existing, target=target)
+    if dest is None:
+        click.echo(lock.text, nl=False)
+        return "printed"
+    changed = existing is None or existing.text != lock.text
+    if changed:
+        write_lock(lock, dest)
+    click.echo(f"{lock_id}: {len(lock.packages)} packages as of {lock.header.as_of} "
+               f"{'written to' if changed else 'unchanged in'} {dest} (sha256 {lock.sha256[:12]})", err=True)
+    return "written" if changed else "unchanged"
+
+
+def _check(ws, framework: str | None) -> int:
+    """``lock --check``: every lock file of every lock directory, and the shipped lock of each PyPI profile."""
+    from ..lock.store import lock_dirs, shipped_dir, LOCKS
+    from ..lock.verify import check_files, missing_locks
+    from ..matrix.names import list_profiles
+
+    profiles = list_profiles(ws.matrix, check_framework(ws, framework))
+    paths = sorted(p for d, _ in lock_dirs(ws.config) if d.is_dir() for p in d.glob("*.txt"))
+    if framework:
+        paths = [p for p in paths if p.name.startswith(f"{framework}-")]
+    problems = [*check_files(paths, ws.matrix), *missing_locks(profiles, shipped_dir("matrices") / LOCKS)]
+    for problem in problems:
+        click.echo(f"imagectl: lock --check: {problem}", err=True)
+    click.echo(f"{len(paths)} lock files checked, {len(problems)} problems", err=True)
+    return 1 if problems else 0

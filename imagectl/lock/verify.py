@@ -1,0 +1,106 @@
+"""``imagectl lock --check``: the lock files against the matrix and their index (for CI).
+
+A lock drifts when the matrix changed under it (its inputs, the framework/companion/pin versions, are no
+longer the profile's), when a locked input is not at its pinned version, or when the index now marks one of
+its files yanked (PEP 592).  A profile ``list`` shows that installs from PyPI has to have a shipped lock.
+Each problem is one line; the command exits 1 when there is any.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from packaging.utils import canonicalize_name
+
+from ..errors import ImagectlError
+from ..matrix.model import Matrix, Profile
+from ..matrix.names import resolve_profile
+from ..pypi.simple import project_files
+from .lockfile import Lock
+from .store import read_lock
+from .target import lock_inputs, profile_lock_id
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One way a lock file drifted: the file (or lock id) and what is wrong."""
+
+    where: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.problem}"
+
+
+def input_problems(lock: Lock, profile: Profile) -> list[str]:
+    """Where ``lock`` disagrees with ``profile``'s inputs (pure)."""
+    out = []
+    wanted = lock_inputs(profile)
+    if tuple(lock.header.inputs) != wanted:
+        gone = sorted(set(lock.header.inputs) - set(wanted))
+        new = sorted(set(wanted) - set(lock.header.inputs))
+        out.append(f"the matrix changed: the lock was made for {' '.join(gone) or '-'}, the profile now asks for "
+                   f"{' '.join(new) or '-'} (remake: imagectl lock {profile_lock_id(profile)})")
+    locked = lock.versions
+    for name, version in profile.packages:
+        have = locked.get(canonicalize_name(name))
+        if have != version:
+            out.append(f"{name}: the matrix pins {version}, the lock has {have or 'nothing'}")
+    return out
+
+
+def profile_of(lock: Lock, matrix: Matrix) -> Profile | None:
+    """The profile ``lock`` belongs to (its id is a profile name), or None when the matrix has none."""
+    try:
+        profile = resolve_profile(lock.header.lock_id, matrix)
+    except ImagectlError:
+        return None
+    return profile if profile_lock_id(profile) == lock.header.lock_id else None
+
+
+def yanked_problems(lock: Lock) -> list[str]:
+    """The locked files the lock's index marks yanked (one request per package); raises nothing: an index
+    that cannot be read is a problem line too."""
+    def one(pkg) -> list[str]:
+        try:
+            files = project_files(lock.header.index, pkg.name)
+        except ImagectlError as exc:
+            return [f"{pkg.name}: cannot read the index: {exc}"]
+        hashes = set(pkg.hashes)
+        return [f"{pkg.name}=={pkg.version}: {f.filename} is yanked"
+                + (f" ({f.yanked_reason})" if f.yanked_reason else "")
+                for f in files if f.yanked and f.hashes.get("sha256") in hashes]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return [line for lines in pool.map(one, lock.packages) for line in lines]
+
+
+def check_files(paths: Iterable[Path], matrix: Matrix, yanked: bool = True) -> list[Problem]:
+    """Every problem of the lock files at ``paths``."""
+    out = []
+    for path in paths:
+        try:
+            lock = read_lock(path)
+        except ImagectlError as exc:
+            out.append(Problem(str(path), str(exc)))
+            continue
+        if path.name != f"{lock.header.lock_id}.txt":
+            out.append(Problem(str(path), f"the file is named {path.name}, its header says {lock.header.lock_id}"))
+        profile = profile_of(lock, matrix)
+        if profile is None:
+            out.append(Problem(str(path), f"{lock.header.lock_id} names no profile of the matrix"))
+            continue
+        out += [Problem(str(path), line) for line in input_problems(lock, profile)]
+        if yanked:
+            out += [Problem(str(path), line) for line in yanked_problems(lock)]
+    return out
+
+
+def missing_locks(profiles: Sequence[Profile], shipped: Path) -> list[Problem]:
+    """A problem for each PyPI-default profile of ``profiles`` whose lock is not in ``shipped``."""
+    ids = sorted({profile_lock_id(p) for p in profiles if p.variant.pypi})
+    return [Problem(i, f"no shipped lock (make it: IMAGECTL_PATHS_LOCKS={shipped} imagectl lock {i})")
+            for i in ids if not (shipped / f"{i}.txt").is_file()]
