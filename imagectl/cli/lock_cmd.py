@@ -51,16 +51,16 @@ def cmd_lock(ctx: click.Context, names: tuple[str, ...], lock_all: bool, framewo
                          "(IMAGECTL_PATHS_LOCKS) to a directory, or lock one profile at a time")
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(profile) -> str | None:
+    def one(profile) -> int:
         try:
-            return _lock_one(ws, profile, upgrade, as_of, output, target_dir)
+            _lock_one(ws, profile, upgrade, as_of, output, target_dir)
+            return 0
         except ImagectlError as exc:
             click.echo(f"imagectl: {profile.name}: {exc}", err=True)
-            return None
+            return exc.exit_code
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(one, profiles))
-    return 1 if any(r is None for r in results) else 0
+        return max(pool.map(one, profiles), default=0)
 
 
 def _one_per_lock(profiles: list) -> list:
@@ -104,7 +104,7 @@ def _lock_one(ws, profile, upgrade: bool, as_of: str | None, output: str | None,
 
 def _check(ws, framework: str | None) -> int:
     """``lock --check``: every lock file of every lock directory, and the shipped lock of each PyPI profile."""
-    from ..lock.store import lock_dirs, shipped_dir, LOCKS
+    from ..lock.store import lock_dirs
     from ..lock.verify import check_files, missing_locks
     from ..matrix.names import list_profiles
 
@@ -112,7 +112,7 @@ def _check(ws, framework: str | None) -> int:
     paths = sorted(p for d, _ in lock_dirs(ws.config) if d.is_dir() for p in d.glob("*.txt"))
     if framework:
         paths = [p for p in paths if p.name.startswith(f"{framework}-")]
-    problems = [*check_files(paths, ws.matrix), *missing_locks(profiles, shipped_dir("matrices") / LOCKS)]
+    problems = [*check_files(paths, ws.matrix), *missing_locks(profiles, ws.config)]
     for problem in problems:
         click.echo(f"imagectl: lock --check: {problem}", err=True)
     click.echo(f"{len(paths)} lock files checked, {len(problems)} problems", err=True)

@@ -149,7 +149,8 @@ def parse_lock(text: str, where: str) -> Lock:
         body_start = number
     missing = [k for k in HEADER_KEYS if k not in fields]
     if missing:
-        raise InputError(f"{where}: the header lacks {', '.join(missing)}")
+        raise InputError(f"{where}:{body_start + 1}: expected the header line '# {missing[0]}: ...' (the header "
+                         f"lacks {', '.join(missing)})")
     as_of, _, note = fields["as-of"].partition(" (")
     header = LockHeader(framework=title["framework"], version=title["version"], build=title["build"],
                         python=title["python"], index=fields["index"], platform=fields["platform"], as_of=as_of,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import threading
 from functools import lru_cache
@@ -60,7 +61,10 @@ def uv_arguments(target: Target, as_of: str | None, constraints: bool) -> list[s
     args = ["pip", "compile", "requirements.in", "-o", "lock.out", "--no-config", "--no-progress", "--quiet",
             "--no-header",
             "--no-annotate", "--generate-hashes", "--only-binary", ":all:", "--python-version", target.python,
-            "--python-platform", target.platform]
+            "--python-platform", target.platform,
+            # this interpreter for uv's own needs (else it searches the machine for a Python of the target's
+            # version, seconds each time), never a download: the target Python is --python-version's alone
+            "--python", sys.executable, "--no-python-downloads"]
     for host in target.trusted_hosts:
         args += ["--allow-insecure-host", host]
     if constraints:

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..config import Config
 from ..errors import InputError, OperationError
 from ..matrix.model import Profile
-from ..shipped import shipped_dir
+from .. import shipped
 from .lockfile import Lock, parse_lock
 from .target import profile_lock_id
 
@@ -38,7 +38,7 @@ def lock_dirs(config: Config) -> list[tuple[Path, str]]:
     """``(directory, origin)`` of every lock directory, in search order (missing ones included)."""
     dirs = [(d, "team") for d in config.lock_dirs]
     dirs += [(d / LOCKS, "team") for d in reversed(config.matrix_dirs)]
-    dirs.append((shipped_dir("matrices") / LOCKS, "shipped"))
+    dirs.append((shipped.shipped_dir("matrices") / LOCKS, "shipped"))
     return dirs
 
 
@@ -76,7 +76,7 @@ def find_lock(profile: Profile, config: Config, index: str) -> FoundLock | None:
 
 def shipped_lock_path(profile: Profile) -> Path:
     """Where the shipped lock of ``profile`` is (or would be)."""
-    return shipped_dir("matrices") / LOCKS / f"{profile_lock_id(profile)}.txt"
+    return shipped.shipped_dir("matrices") / LOCKS / f"{profile_lock_id(profile)}.txt"
 
 
 def write_lock(lock: Lock, path: Path) -> None:

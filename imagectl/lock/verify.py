@@ -15,12 +15,15 @@ from typing import Iterable, Sequence
 
 from packaging.utils import canonicalize_name
 
+from .. import shipped
+from ..config import Config
 from ..errors import ImagectlError
 from ..matrix.model import Matrix, Profile
 from ..matrix.names import resolve_profile
 from ..pypi.simple import project_files
 from .lockfile import Lock
-from .store import read_lock
+from ..pip_index import index_url
+from .store import LOCKS, find_lock, read_lock
 from .target import lock_inputs, profile_lock_id
 
 
@@ -99,8 +102,14 @@ def check_files(paths: Iterable[Path], matrix: Matrix, yanked: bool = True) -> l
     return out
 
 
-def missing_locks(profiles: Sequence[Profile], shipped: Path) -> list[Problem]:
-    """A problem for each PyPI-default profile of ``profiles`` whose lock is not in ``shipped``."""
-    ids = sorted({profile_lock_id(p) for p in profiles if p.variant.pypi})
-    return [Problem(i, f"no shipped lock (make it: IMAGECTL_PATHS_LOCKS={shipped} imagectl lock {i})")
-            for i in ids if not (shipped / f"{i}.txt").is_file()]
+def missing_locks(profiles: Sequence[Profile], config: Config) -> list[Problem]:
+    """A problem for each PyPI-default profile of ``profiles`` (installing from the framework's PyPI index) whose
+    build would find no lock file (shipped or the team's)."""
+    missing: dict[str, Profile] = {}
+    for profile in profiles:
+        index = index_url(profile, config)
+        if profile.variant.pypi and index == profile.framework.pypi_index_url and not find_lock(profile, config, index):
+            missing.setdefault(profile_lock_id(profile), profile)
+    shipped_locks = shipped.shipped_dir("matrices") / LOCKS
+    return [Problem(i, f"no lock (make it: IMAGECTL_PATHS_LOCKS={shipped_locks} imagectl lock {i})")
+            for i in sorted(missing)]

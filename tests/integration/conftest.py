@@ -156,8 +156,9 @@ def login(docker_config: Path, server: RegistryServer) -> None:
 
 
 def write_config(path: Path, *, mirror: Mirror, index_url: str, registry: RegistryServer | None = None,
-                 namespace: str = "ml") -> Path:
-    """An imagectl.toml for the integration tests: mirror, local index, host networking, optional registry."""
+                 namespace: str = "ml", locks: Path | None = None) -> Path:
+    """An imagectl.toml for the integration tests: mirror, local index, host networking, optional registry and
+    optional team lock directory (``[paths] locks``, which must exist)."""
     lines = []
     if registry is not None:
         lines += ["[registry]", f'url = "{registry.host}"', f'namespace = "{namespace}"', ""]
@@ -165,6 +166,8 @@ def write_config(path: Path, *, mirror: Mirror, index_url: str, registry: Regist
         lines += ["[registry]", f'namespace = "{namespace}"', ""]
     lines += ["[mirrors]", f'"docker.io" = "{mirror.registry.host}/{mirror.prefix}"', "",
               "[pip]", f'index_url = "{index_url}"', "", "[build]", 'network = "host"', ""]
+    if locks is not None:
+        lines += ["[paths]", f"locks = [{json.dumps(str(locks))}]", ""]
     target = path / "imagectl.toml"
     target.write_text("\n".join(lines))
     return target

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 
 import pytest
 
@@ -57,18 +59,49 @@ def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, regi
     }
 
 
+def tamper_hash(lock_text: str, package: str) -> str:
+    """``lock_text`` with the first ``--hash=sha256:`` of ``package`` replaced by the sha256 of other bytes."""
+    pattern = re.compile(rf"^({re.escape(package)}==\S+ \\\n\s+--hash=sha256:)([0-9a-f]{{64}})", re.MULTILINE)
+    match = pattern.search(lock_text)
+    assert match, f"{package} is not in the lock"
+    wrong = hashlib.sha256(b"not the wheel of " + package.encode()).hexdigest()
+    assert wrong != match[2]
+    return lock_text[:match.start(2)] + wrong + lock_text[match.end(2):]
+
+
 def test_failed_build_and_failed_check_leave_the_moving_tag(run_cli, tmp_path, mirror, wheel_index, lying_wheel_index,
                                                             empty_index, registry, docker_config):
     write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="fail")
     assert run_cli("build", PROFILE).code == 0
     before = registry_tags(registry, f"fail/{PROFILE}")
 
+    # an index without the framework: the build fails at the lock, before any Docker build, naming the index
     write_config(tmp_path, mirror=mirror, index_url=empty_index, registry=registry, namespace="fail")
     broken = run_cli("build", PROFILE)
     assert broken.code == 1
     assert f"{PROFILE}  failed" in broken.out
-    assert f"imagectl: {PROFILE}: build: build failed" in broken.err
-    assert "| " in broken.err and "torch" in broken.err  # the tail of the pip log
+    error = [line for line in broken.err.splitlines() if line.startswith(f"imagectl: {PROFILE}: ")]
+    assert len(error) == 1, broken.err[-3000:]
+    assert "cannot lock" in error[0] and empty_index in error[0] and "[pip] index_url" in error[0], error
+    assert f"building {PROFILE}" not in broken.err
+    assert registry_tags(registry, f"fail/{PROFILE}") == before
+
+    # a team lock whose hash of one package is wrong: pip refuses the file at the build step
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="fail", locks=locks)
+    made = run_cli("lock", PROFILE)
+    assert made.code == 0, made.err
+    lock_file = locks / "torch-2.3.1-cu121-py3.11.txt"
+    lock_file.write_text(tamper_hash(lock_file.read_text(), "filelock"))
+    tampered = run_cli("build", PROFILE)
+    assert tampered.code == 1
+    assert f"{PROFILE}  failed" in tampered.out
+    assert f"lock torch-2.3.1-cu121-py3.11 (team: {lock_file}" in tampered.err  # the build installs that file
+    assert f"imagectl: {PROFILE}: build: " in tampered.err
+    tail = [line for line in tampered.err.splitlines() if line.startswith("| ")]
+    assert any("DO NOT MATCH THE HASHES" in line for line in tail), tampered.err[-3000:]  # pip's own complaint
+    assert any("filelock" in line for line in tail), tail
     assert registry_tags(registry, f"fail/{PROFILE}") == before
 
     write_config(tmp_path, mirror=mirror, index_url=lying_wheel_index, registry=registry, namespace="fail")

@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "prune": ("prune", PROFILE, "--keep", "1"),
     "import": ("import", f"{CLOSED}/team/torch:1", "--name", PROFILE, "--no-check"),
     "matrix": ("matrix",),
+    "lock": ("lock", PROFILE),
     "matrix verify": ("matrix", "verify", "--index", f"http://{CLOSED}/simple"),
     "matrix sync": ("matrix", "sync", "--index", f"http://{CLOSED}/simple"),
 }
@@ -181,7 +182,17 @@ BAD_WORLDS: dict[str, World] = {
     "env-registry-bad-host": World(env={"IMAGECTL_REGISTRY_URL": "bad host!"}),
     "env-network-unknown": World(env={"IMAGECTL_BUILD_NETWORK": "overlay"}),
     "env-namespace-bad": World(env={"IMAGECTL_REGISTRY_NAMESPACE": "UPPER CASE"}),
+    "config-lock-as-of-word": with_config("[lock]\nas_of = 'soon'\n"),
+    "config-lock-as-of-bad-date": with_config("[lock]\nas_of = '2024-13-40'\n"),
+    "config-lock-grace-negative": with_config("[lock]\ngrace_days = -1\n"),
+    "config-locks-dir-missing": with_config("[paths]\nlocks = ['nope']\n"),
+    "env-lock-as-of-word": World(env={"IMAGECTL_LOCK_AS_OF": "yesterday"}),
+    # a team lock of the profile that does not read as a lock: show, render, build, lock refuse it, naming the file
 }
+LOCK_ID = "torch-2.3.1-cu121-py3.10"  # the lock of PROFILE in the test matrix
+BROKEN_LOCK = World({"imagectl.toml": '[paths]\nlocks = ["locks"]\n',
+                     f"locks/{LOCK_ID}.txt": "# imagectl lock: torch 2.3.1 (cu121), Python 3.10\nnot a lock line\n"})
+TEAM_LOCKS = World({"imagectl.toml": '[paths]\nlocks = ["locks"]\n', "locks/.keep": ""})
 
 REGISTRY = World(env={"IMAGECTL_REGISTRY_URL": CLOSED})
 A_FILE = World({"afile": "not a directory\n"})
@@ -227,6 +238,22 @@ CASES: dict[str, Case] = {
     "check-unknown-key": Case(("check", "torch==2.3.1", "cuda12.1"), code=2),
     "check-bad-driver": Case(("check", "torch==2.3.1", "driver=abc"), code=2),
     "check-unknown-gpu": Case(("check", "torch==2.3.1", "gpu=Z9000"), code=2),
+    # lock
+    "lock-no-names": Case(("lock",), code=2),
+    "lock-unknown-name": Case(("lock", "nope"), code=2),
+    "lock-bad-as-of": Case(("lock", PROFILE, "--as-of", "tomorrow"), code=2),
+    "lock-bad-as-of-date": Case(("lock", PROFILE, "--as-of", "2024-02-30"), code=2),
+    "lock-output-with-all": Case(("lock", "--all", "--output", "x.txt"), code=2),
+    "lock-all-nowhere": Case(("lock", "--all"), code=2),
+    "lock-output-in-proc": Case(("lock", PROFILE, "--output", "/proc/x/lock.txt"), code=1),
+    "lock-output-a-directory": Case(("lock", PROFILE, "--output", "."), code=2),
+    "lock-broken-team-lock": Case(("lock", PROFILE, "--output", f"locks/{LOCK_ID}.txt"), BROKEN_LOCK, code=2),
+    "show-broken-team-lock": Case(("show", PROFILE), BROKEN_LOCK, code=2, line=rf"^imagectl: .*{LOCK_ID}\.txt:2: "),
+    "render-broken-team-lock": Case(("render", PROFILE), BROKEN_LOCK, code=2),
+    "build-broken-team-lock": Case(("build", PROFILE), BROKEN_LOCK, progress=True),
+    "build-extra-conflicts-with-the-lock": Case(("build", PROFILE, "--extra", "torch==2.4.0"), code=2,
+                                                line=r"^imagectl: .*torch==2\.4\.0.*torch==2\.3\.1"),
+    "lock-check-unknown-framework": Case(("lock", "--check", "--framework", "nope"), code=2),
     # render
     "render-unknown-name": Case(("render", "nope"), code=2),
     "render-output-under-a-file": Case(("render", PROFILE, "-o", "afile/sub"), A_FILE, code=1),

@@ -1,0 +1,140 @@
+"""Locking for real: uv against a local stand-in index (PEP 658 metadata, PEP 700 upload times, yanked flags),
+through the library and the ``imagectl lock`` command.  No Docker; the network is 127.0.0.1 only."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from imagectl.config import Config
+from imagectl.errors import InputError
+from imagectl.lock.extras import lock_extras
+from imagectl.lock.make import lock_for_build, make_lock
+from imagectl.lock.target import target_for
+from imagectl.matrix.names import resolve_profile
+from tests.integration.support.wheels import (make_standin_dependency_wheels, make_standin_framework_wheels,
+                                              make_wheel, start_simple_index)
+
+pytestmark = pytest.mark.real_resolver
+NAME = "torch-2.3-cu121"
+RELEASED = datetime(2024, 6, 5, 16, 0, tzinfo=timezone.utc)
+LATER = datetime(2024, 6, 16, 12, 0, tzinfo=timezone.utc)  # numpy 2.0.0's day: after the release + 7 days
+
+
+@pytest.fixture
+def index(tmp_path, matrix):
+    """A stand-in index of the test matrix's torch-2.3-cu121 pins and their dependency tree, uploaded on
+    RELEASED; yields (server, wheel directory)."""
+    pins = dict(resolve_profile(NAME, matrix).packages)
+    wheels = tmp_path / "wheels"
+    make_standin_framework_wheels(wheels, pins, {"cuda": "12.1", "cudnn": None, "nccl": "2.20.5"},
+                                  upload_time=RELEASED)
+    make_standin_dependency_wheels(wheels, upload_time=RELEASED)
+    server = start_simple_index(wheels)
+    yield server, wheels
+    server.stop()
+
+
+@pytest.fixture
+def uv_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+
+
+def test_a_lock_is_the_whole_closure_made_from_metadata_alone(matrix, index, uv_cache):
+    server, _ = index
+    profile = resolve_profile(NAME, matrix)
+    config = Config(pip_index_url=server.url)
+    lock = make_lock(profile, config)
+    names = set(lock.versions)
+    assert {"torch", "triton", "torchvision", "numpy", "pillow", "sympy", "mpmath", "jinja2", "markupsafe"} <= names
+    assert all(len(p.hashes) == 1 for p in lock.packages)
+    assert lock.header.as_of == "2024-06-12" and "uploaded 2024-06-05, plus 7 days" in lock.header.as_of_note
+    assert lock.header.index == server.url and lock.header.python == "3.10"
+    assert server.full_downloads() == {}  # no wheel was downloaded to lock
+    assert make_lock(profile, config).text == lock.text  # deterministic
+
+
+def test_the_release_policy_keeps_a_later_transitive_release_out(matrix, index, uv_cache):
+    server, wheels = index
+    profile = resolve_profile(NAME, matrix)
+    make_standin_dependency_wheels(wheels, upload_time=LATER, overrides={"numpy": "2.0.0"})
+    config = Config(pip_index_url=server.url)
+    assert make_lock(profile, config).versions["numpy"] == "1.26.4"
+    assert make_lock(profile, config, "latest").versions["numpy"] == "2.0.0"
+    assert make_lock(profile, Config(pip_index_url=server.url, lock_grace_days=30)).versions["numpy"] == "2.0.0"
+
+
+def test_extras_are_resolved_on_the_lock(matrix, index, uv_cache):
+    server, wheels = index
+    make_wheel(wheels, "team-extra", "1.0", {"team_extra/__init__.py": ""}, ["numpy>=1.20"], upload_time=RELEASED)
+    make_wheel(wheels, "team-numpy2", "1.0", {"team_numpy2/__init__.py": ""}, ["numpy>=2"], upload_time=RELEASED)
+    make_standin_dependency_wheels(wheels, upload_time=LATER, overrides={"numpy": "2.0.0"})
+    profile = resolve_profile(NAME, matrix)
+    config = Config(pip_index_url=server.url)
+    lock = make_lock(profile, config)
+    closure = lock_extras(['team-extra==1.0; python_version >= "3.8"'], lock, target_for(profile, config))
+    assert {p.name: p.version for p in closure} == {"team-extra": "1.0", "numpy": "1.26.4"}  # numpy stays locked
+    with pytest.raises(InputError, match="cannot be installed with the lock of torch-2.3.1-cu121-py3.10"):
+        lock_extras(["team-numpy2==1.0"], lock, target_for(profile, config))
+    with pytest.raises(InputError, match=r"'torch==2.4.0' conflicts with the lock .*: torch==2\.3\.1"):
+        lock_extras(["torch==2.4.0"], lock, target_for(profile, config))
+
+
+def test_an_index_without_the_framework_names_the_index_and_the_setting(matrix, tmp_path, uv_cache):
+    empty = start_simple_index(tmp_path / "nothing")
+    try:
+        from imagectl.errors import OperationError
+
+        with pytest.raises(OperationError) as caught:
+            lock_for_build(resolve_profile(NAME, matrix), Config(pip_index_url=empty.url))
+        assert empty.url in str(caught.value) and "[pip] index_url" in str(caught.value)
+    finally:
+        empty.stop()
+
+
+def write_config(tmp_path: Path, url: str) -> None:
+    (tmp_path / "locks").mkdir(exist_ok=True)
+    (tmp_path / "imagectl.toml").write_text(f'[pip]\nindex_url = "{url}"\n\n[paths]\nlocks = ["locks"]\n')
+
+
+def test_the_lock_command_writes_keeps_and_upgrades(run_cli, use_matrix, test_matrix_dir, tmp_path, index, uv_cache):
+    use_matrix(test_matrix_dir)
+    server, wheels = index
+    write_config(tmp_path, server.url)
+    made = run_cli("lock", NAME)
+    assert made.code == 0, made.err
+    path = tmp_path / "locks" / "torch-2.3.1-cu121-py3.10.txt"
+    first = path.read_bytes()
+    assert "written to" in made.err and first.startswith(b"# imagectl lock: torch 2.3.1 (cu121), Python 3.10\n")
+    kept = run_cli("lock", NAME)
+    assert kept.code == 0 and "up to date" in kept.err and path.read_bytes() == first
+    make_standin_dependency_wheels(wheels, upload_time=datetime.now(timezone.utc), overrides={"numpy": "2.0.0"})
+    assert run_cli("lock", NAME, "--as-of", "latest").code == 0
+    assert b"numpy==1.26.4" in path.read_bytes()  # the existing lock's versions are kept where they fit
+    assert run_cli("lock", NAME, "--as-of", "latest", "--upgrade").code == 0
+    assert b"numpy==2.0.0" in path.read_bytes()
+    shown = run_cli("show", NAME, "--json")
+    assert '"origin": "team"' in shown.out and '"numpy": "2.0.0"' in shown.out
+    listed = run_cli("list")
+    row = next(line for line in listed.out.splitlines() if line.startswith(f"{NAME} "))
+    assert row.split()[-1] == "team"
+
+
+def test_lock_check_finds_drift_and_yanked_files(run_cli, use_matrix, test_matrix_dir, tmp_path, index, uv_cache):
+    use_matrix(test_matrix_dir)
+    server, wheels = index
+    write_config(tmp_path, server.url)
+    assert run_cli("lock", NAME).code == 0
+    clean = run_cli("lock", "--check", "--framework", "torch")
+    assert clean.code == 0, clean.err
+    yanked = next(wheels.glob("filelock-*.whl"))
+    yanked.with_name(yanked.name + ".yanked").write_text("broken on 3.10\n")
+    found = run_cli("lock", "--check", "--framework", "torch")
+    assert found.code == 1
+    assert "filelock==3.15.1: filelock-3.15.1-py3-none-any.whl is yanked (broken on 3.10)" in found.err
+    path = tmp_path / "locks" / "torch-2.3.1-cu121-py3.10.txt"
+    path.write_text(path.read_text().replace("\ntriton==", "\ntriton==9", 1))
+    drift = run_cli("lock", "--check", "--framework", "torch")
+    assert drift.code == 1 and "triton: the matrix pins" in drift.err
