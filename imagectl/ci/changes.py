@@ -3,7 +3,8 @@
 The matrix as it was at ``REF`` is loaded from the files ``git show REF:path`` gives (into a temporary
 directory) and compared, profile by profile, with the working tree's: a profile is changed when it is new
 or when its data differs (its release's version, Pythons and companions, its CUDA variant, toolkit, OS,
-flavour, base image, framework settings, or the build context rendered from them).  Data is compared,
+flavour, base image, framework settings, or the build context rendered from them), or when its lock file
+changed.  Data is compared,
 not TOML text, so an edited comment rebuilds nothing.  A change to any template file changes every profile.
 
 Git runs in the current working directory's repository (the CI checkout); matrix and template
@@ -26,6 +27,8 @@ from ..errors import ImagectlError, InputError
 from ..matrix.load import load_matrix, matrix_files
 from ..matrix.model import Matrix, Profile
 from ..matrix.names import list_profiles
+from ..lock.store import lock_dirs
+from ..lock.target import profile_lock_id
 from ..render.context import render_context
 
 
@@ -165,7 +168,17 @@ def profiles_changed_since(ref: str, cwd: Path, matrix: Matrix, matrix_dirs: Seq
     templates_changed = any(p.is_relative_to(t) for p in paths for t in templates)
     before = old_matrix(root, commit, matrix_dirs)
     old = _profiles(before, framework) if before is not None else None
-    return changed_profiles(list_profiles(matrix, framework), old, templates_changed, config)
+    current = list_profiles(matrix, framework)
+    changed = {p.name for p in changed_profiles(current, old, templates_changed, config)}
+    relocked = changed_locks(paths, config)
+    return [p for p in current if p.name in changed or profile_lock_id(p) in relocked]
+
+
+def changed_locks(paths: set[Path], config: Config) -> set[str]:
+    """The lock ids of the changed lock files among ``paths`` (``<lock dir>/<lock id>.txt``, see
+    :mod:`imagectl.lock.store`): a profile whose lock changed installs something else."""
+    dirs = {d.resolve() for d, _ in lock_dirs(config)}
+    return {p.stem for p in paths if p.suffix == ".txt" and p.parent in dirs}
 
 
 def _profiles(matrix: Matrix, framework: str | None) -> list[Profile] | None:

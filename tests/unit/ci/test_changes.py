@@ -134,3 +134,13 @@ def test_outside_a_git_repository_is_one_line_exit_2(run_cli, tmp_path, use_matr
     r = run_cli("matrix", "--changed-since", "HEAD")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1
     assert "is not inside a git repository" in r.err and "Traceback" not in r.err
+
+
+def test_a_changed_lock_file_changes_the_profiles_that_install_it(tmp_path):
+    from imagectl.ci.changes import changed_locks
+    from imagectl.config import Config
+
+    team = tmp_path / "locks"
+    team.mkdir()
+    paths = {team / "torch-2.3.1-cu121-py3.10.txt", team / "README.md", tmp_path / "other" / "x-1-cu1-py3.1.txt"}
+    assert changed_locks(paths, Config(lock_dirs=(team,))) == {"torch-2.3.1-cu121-py3.10"}

@@ -1,0 +1,304 @@
+"""Locks end to end: ``imagectl lock`` against a real stand-in index (PEP 658/691/700), builds that install the
+lock on the real engine and push to a real registry, the in-image check against an image that drifted from its
+lock, extras resolved on the lock, and one lock of a shipped profile made against the real PyPI.
+
+The stand-in index of this module holds torch 2.3.0 (uploaded 2024-04-24) and 2.3.1 (2024-06-05) with their
+dependency trees, and releases uploaded "now": numpy 2.0.0, ``team-extra`` 1.0 and ``team-numpy2`` 1.0 (which
+requires numpy>=2).  ``--as-of release`` (the default) locks torch 2.3.1 as of 2024-06-12, so numpy 1.26.4.
+A test that publishes into an index after locking has an index of its own (:func:`own_index`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from imagectl.registry import RegistryClient
+from tests.conftest import REPO
+from tests.integration.conftest import shipped_pins, skip_or_fail, write_config
+from tests.integration.support.wheels import (IndexServer, make_standin_framework_wheels, make_wheel,
+                                              start_simple_index)
+
+pytestmark = pytest.mark.integration
+
+PROFILE = "torch-2.3-cu121-py3.11"  # the stand-in base is Debian bookworm, whose python is 3.11
+OLDER = "torch-2.3.0-cu121-py3.11"  # the same CUDA pins as 2.3.1
+LOCK_ID = "torch-2.3.1-cu121-py3.11"
+TORCH_230_UPLOADED = datetime(2024, 4, 24, 17, 0, tzinfo=timezone.utc)
+TORCH_231_UPLOADED = datetime(2024, 6, 5, 17, 0, tzinfo=timezone.utc)
+RELEASE_AS_OF = "2024-06-12 (release: torch 2.3.1 uploaded 2024-06-05, plus 7 days)"
+# The closure of torch-2.3's stand-ins besides its 15 pins (tests/integration/support/wheels.py)
+DEPENDENCIES = {"filelock": "3.15.1", "fsspec": "2024.6.0", "jinja2": "3.1.4", "markupsafe": "2.1.5",
+                "mpmath": "1.3.0", "networkx": "3.3", "numpy": "1.26.4", "pillow": "10.3.0", "sympy": "1.12.1",
+                "typing-extensions": "4.12.2"}
+_PACKAGE = re.compile(r"(?P<name>[a-z0-9-]+)==(?P<version>\S+) \\")
+_HASH = re.compile(r" {4}--hash=sha256:[0-9a-f]{64}( \\)?")
+
+
+def publish_release(wheels: Path, profile: str, uploaded: datetime) -> dict[str, str]:
+    """Write the stand-ins of ``profile``'s pins (and their dependencies) into ``wheels``; returns the pins."""
+    pins = shipped_pins(profile)
+    facts = {"torch_version": pins["torch"], "cuda": "12.1", "cudnn": pins["nvidia-cudnn-cu12"],
+             "nccl": pins["nvidia-nccl-cu12"]}
+    make_standin_framework_wheels(wheels, pins, facts, upload_time=uploaded)
+    return pins
+
+
+def publish_now(wheels: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
+    """Publish one pure-python stand-in ``name`` ``version`` into ``wheels``, uploaded now."""
+    module = name.replace("-", "_")
+    return make_wheel(wheels, name, version, {f"{module}/__init__.py": f"__version__ = {version!r}\n"}, requires,
+                      upload_time=datetime.now(timezone.utc))
+
+
+@pytest.fixture(scope="module")
+def release_index(tmp_path_factory) -> Iterator[IndexServer]:
+    """The module's index (see the module docstring); nothing is published into it once it runs."""
+    wheels = tmp_path_factory.mktemp("lock-index")
+    # 2.3.1 first: the files both releases share (nvidia-*, the dependencies) keep the earlier upload time
+    publish_release(wheels, PROFILE, TORCH_231_UPLOADED)
+    publish_release(wheels, OLDER, TORCH_230_UPLOADED)
+    publish_now(wheels, "numpy", "2.0.0")
+    publish_now(wheels, "team-extra", "1.0")
+    publish_now(wheels, "team-numpy2", "1.0", ("numpy>=2",))
+    with start_simple_index(wheels) as server:
+        yield server
+
+
+@pytest.fixture
+def own_index(tmp_path) -> Iterator[tuple[IndexServer, Path]]:
+    """A fresh index of torch 2.3.1's stand-ins for one test that publishes into it: ``(server, its folder)``.
+    One stand-in (networkx) carries a nonce, so this index's lock is new to the engine's layer cache: every
+    layer that installs from the lock runs pip for real."""
+    wheels = tmp_path / "own-index"
+    publish_release(wheels, PROFILE, TORCH_231_UPLOADED)
+    make_wheel(wheels, "networkx", "3.3", {"networkx/__init__.py": "__version__ = '3.3'\n",
+                                           "networkx/_nonce.py": f"NONCE = {uuid.uuid4().hex!r}\n"},
+               upload_time=TORCH_231_UPLOADED)
+    with start_simple_index(wheels) as server:
+        yield server, wheels
+
+
+def lock_config(tmp_path: Path, index_url: str) -> None:
+    """An imagectl.toml that only names the index (``imagectl lock`` needs no engine, mirror or registry)."""
+    (tmp_path / "imagectl.toml").write_text(f'[pip]\nindex_url = "{index_url}"\n')
+
+
+def packages_of(lock_text: str) -> dict[str, str]:
+    """name -> version of every package line of a lock file."""
+    return {m["name"]: m["version"] for m in map(_PACKAGE.fullmatch, lock_text.splitlines()) if m}
+
+
+def run_in(docker_client, image: str, command: list[str]) -> str:
+    """stdout of ``command`` in a throw-away container of ``image`` (no network)."""
+    return docker_client.containers.run(image, command, remove=True, network_mode="none").decode()
+
+
+def run_kept(docker_client, image: str, script: str):
+    """Run ``sh -c script`` in a container of ``image`` with host networking: ``(container, status, output)``;
+    the container is kept (to commit it) and is the caller's to remove."""
+    container = docker_client.containers.run(image, ["sh", "-c", script], network_mode="host", detach=True)
+    status = container.wait(timeout=300)["StatusCode"]
+    return container, status, container.logs(stdout=True, stderr=True).decode(errors="replace")
+
+
+def image_config(registry, repo: str, tag: str = "latest") -> dict:
+    """The config blob (JSON) of ``repo:tag`` as the registry serves it."""
+    client = RegistryClient(registry.host, insecure=True)
+    config = client.get_manifest(repo, tag).config()
+    assert config is not None
+    return json.loads(client.read_blob(repo, config.digest))
+
+
+def layers_through(config: dict, marker: str) -> int:
+    """How many layers of the image ``config`` describes lie up to and including the ``RUN pip install`` of the
+    lock layer file ``marker`` (from the config's history: entries with ``empty_layer`` make no layer)."""
+    count = 0
+    for entry in config["history"]:
+        if not entry.get("empty_layer"):
+            count += 1
+        created_by = entry.get("created_by", "")
+        if "pip install" in created_by and f"/opt/imagectl/{marker}" in created_by:
+            assert not entry.get("empty_layer"), entry
+            return count
+    raise AssertionError(f"no RUN installs {marker}: {[e.get('created_by') for e in config['history']]}")
+
+
+def test_locking_is_deterministic_and_reads_only_metadata(run_cli, tmp_path, release_index):
+    lock_config(tmp_path, release_index.url)
+    downloads = release_index.full_downloads()
+    first = run_cli("lock", PROFILE, "--output", "a.txt")
+    assert first.code == 0, first.err
+    assert f"{LOCK_ID}: 25 packages as of 2024-06-12 written to a.txt" in first.err
+    second = run_cli("lock", PROFILE, "--output", "b.txt")  # resolved afresh: a new file
+    assert second.code == 0, second.err
+    text = (tmp_path / "a.txt").read_bytes()
+    assert (tmp_path / "b.txt").read_bytes() == text
+    upgraded = run_cli("lock", PROFILE, "--upgrade", "--output", "a.txt")  # resolved afresh, ignoring a.txt
+    assert upgraded.code == 0, upgraded.err
+    assert f"{LOCK_ID}: 25 packages as of 2024-06-12 unchanged in a.txt" in upgraded.err
+    assert (tmp_path / "a.txt").read_bytes() == text
+
+    lines = text.decode().splitlines()
+    assert lines[:4] == ["# imagectl lock: torch 2.3.1 (cu121), Python 3.11", f"# index: {release_index.url}",
+                         "# platform: x86_64-manylinux_2_28", f"# as-of: {RELEASE_AS_OF}"]
+    assert lines[4].startswith("# inputs: ") and lines[5].startswith("# source: ")
+    body = lines[6:]
+    for number, line in enumerate(body):
+        assert _PACKAGE.fullmatch(line) or _HASH.fullmatch(line), line
+        if _PACKAGE.fullmatch(line):
+            assert _HASH.fullmatch(body[number + 1]), body[number:number + 2]  # every package has its hash
+    assert body[-1].startswith("    --hash=sha256:") and not body[-1].endswith("\\")
+    # numpy 2.0.0 is on the index, uploaded after the as-of date
+    assert packages_of(text.decode()) == {**shipped_pins(PROFILE), **DEPENDENCIES}
+    assert release_index.full_downloads() == downloads  # uv read .metadata files, no whole wheel
+
+
+def test_a_newer_transitive_release_does_not_enter_a_rebuild(run_cli, tmp_path, own_index, mirror, registry,
+                                                            docker_config, docker_client):
+    index, wheels = own_index
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    write_config(tmp_path, mirror=mirror, index_url=index.url, registry=registry, namespace="newer", locks=locks)
+    made = run_cli("lock", PROFILE, "--as-of", "latest")
+    assert made.code == 0, made.err
+    lock_file = locks / f"{LOCK_ID}.txt"
+    locked = lock_file.read_text()
+    assert "# as-of: latest\n" in locked and packages_of(locked)["numpy"] == "1.26.4"
+
+    publish_now(wheels, "numpy", "2.0.0")
+    built = run_cli("build", PROFILE, "--force")
+    assert built.code == 0, built.err[-3000:]
+    assert f"lock {LOCK_ID} (team: {lock_file}" in built.err
+    # pip ran (this index's lock is new to the layer cache) against an index that offers numpy 2.0.0
+    installed = [line for line in built.err.splitlines() if line.startswith("Successfully installed")]
+    assert any(" numpy-1.26.4" in line for line in installed), installed
+    assert "numpy-2.0.0" not in built.err
+
+    image = f"{registry.host}/newer/{PROFILE}:latest"
+    assert run_in(docker_client, image, ["cat", "/opt/imagectl/lock.txt"]) == locked
+    version = run_in(docker_client, image, ["python", "-c", "import numpy; print(numpy.__version__)"])
+    assert version.strip() == "1.26.4"
+    assert docker_client.images.get(image).labels["imagectl.lock.sha256"] == hashlib.sha256(locked.encode()).hexdigest()
+
+    upgraded = run_cli("lock", PROFILE, "--as-of", "latest", "--upgrade", "--output", "b.txt")
+    assert upgraded.code == 0, upgraded.err
+    assert packages_of((tmp_path / "b.txt").read_text())["numpy"] == "2.0.0"  # the index really offers it
+    assert lock_file.read_text() == locked
+
+
+def test_the_check_fails_when_an_image_differs_from_its_lock(run_cli, tmp_path, release_index, mirror, registry,
+                                                            docker_config, docker_client):
+    write_config(tmp_path, mirror=mirror, index_url=release_index.url, registry=registry, namespace="drift")
+    built = run_cli("build", PROFILE)
+    assert built.code == 0, built.err[-3000:]
+    ref = f"{registry.host}/drift/{PROFILE}:latest"
+    image = docker_client.images.get(ref)
+    good = run_cli("test", ref, "--json")
+    assert good.code == 0, good.err[-2000:]
+    assert {f["what"]: f["ok"] for f in json.loads(good.out)["findings"]}["installed packages = lock"]
+
+    refused, status, output = run_kept(docker_client, image.id, f"pip install -i {release_index.url} numpy==2.0.0")
+    refused.remove()
+    assert status != 0, output  # PIP_CONSTRAINT: a derived image cannot silently replace a locked package
+    assert "numpy==1.26.4" in output and "constraint" in output, output
+
+    override = f"PIP_CONSTRAINT= pip install --no-deps -i {release_index.url} numpy==2.0.0"
+    changed, status, output = run_kept(docker_client, image.id, override)
+    try:
+        assert status == 0, output
+        assert "Successfully installed numpy-2.0.0" in output
+        drifted = changed.commit(repository="imagectl-test/drifted", tag=uuid.uuid4().hex[:12])
+    finally:
+        changed.remove()
+    try:
+        assert drifted.labels == image.labels  # the commit keeps the labels: it claims the lock still
+        tested = run_cli("test", drifted.tags[0], "--json")
+        assert tested.code == 1, tested.err[-2000:]
+        report = json.loads(tested.out)
+        assert not report["ok"]
+        finding = next(f for f in report["findings"] if f["what"] == "installed packages = lock")
+        assert not finding["ok"] and "numpy 1.26.4 != 2.0.0" in finding["actual"], finding
+        assert next(f for f in report["findings"] if f["what"] == "lock file sha256")["ok"]
+    finally:
+        docker_client.images.remove(drifted.id, force=True)
+
+
+def test_profiles_with_the_same_cuda_pins_share_the_cuda_layer(run_cli, tmp_path, release_index, mirror, registry,
+                                                               docker_config, docker_client):
+    older, newer = shipped_pins(OLDER), shipped_pins(PROFILE)
+    cuda = {n: v for n, v in newer.items() if n.startswith("nvidia-")}
+    assert {n: v for n, v in older.items() if n.startswith("nvidia-")} == cuda and older["torch"] != newer["torch"]
+    write_config(tmp_path, mirror=mirror, index_url=release_index.url, registry=registry, namespace="layers")
+    built = run_cli("build", OLDER, PROFILE)
+    assert built.code == 0, built.err[-3000:]
+
+    layers, cuda_at, framework_at = {}, {}, {}
+    for name in (OLDER, PROFILE):
+        config = image_config(registry, f"layers/{name}")
+        layers[name] = docker_client.images.get(f"{registry.host}/layers/{name}:latest").attrs["RootFS"]["Layers"]
+        assert layers[name] == config["rootfs"]["diff_ids"]
+        cuda_at[name] = layers_through(config, "lock-1-cuda.txt")
+        framework_at[name] = layers_through(config, "lock-2-framework.txt")
+        locked = dict(p.split("==") for p in config["config"]["Labels"]["imagectl.lock.packages"].split(","))
+        assert locked["torch"] == shipped_pins(name)["torch"]
+        assert {n: v for n, v in locked.items() if n.startswith("nvidia-")} == cuda
+    assert cuda_at[OLDER] == cuda_at[PROFILE]
+    shared = cuda_at[PROFILE]
+    assert layers[OLDER][:shared] == layers[PROFILE][:shared]  # base, setup and the CUDA layer: one copy
+    assert framework_at[OLDER] == framework_at[PROFILE] > shared
+    frame = framework_at[PROFILE] - 1
+    assert layers[OLDER][frame] != layers[PROFILE][frame]  # torch 2.3.0 vs 2.3.1
+
+
+def test_an_extra_that_conflicts_with_the_lock_is_refused_before_the_build(run_cli, tmp_path, release_index, mirror,
+                                                                           registry, docker_config, docker_client):
+    write_config(tmp_path, mirror=mirror, index_url=release_index.url, registry=registry, namespace="refused")
+    downloads = release_index.full_downloads()
+    refused = run_cli("build", PROFILE, "--extra", "torch==2.4.0")
+    assert refused.code == 2, refused.err[-2000:]
+    assert "torch==2.4.0" in refused.err and "torch==2.3.1" in refused.err
+    assert "building" not in refused.err and refused.out == ""
+
+    deeper = run_cli("build", PROFILE, "--extra", "team-numpy2==1.0")
+    assert deeper.code == 2, deeper.err[-2000:]
+    line = next(x for x in deeper.err.splitlines() if x.startswith(f"imagectl: {PROFILE}: "))
+    assert f"the extras cannot be installed with the lock of {LOCK_ID}" in line and "numpy" in line, line
+    assert "building" not in deeper.err
+
+    assert release_index.full_downloads() == downloads  # no pip in a Docker build fetched a wheel
+    assert not [t for i in docker_client.images.list() for t in i.tags if f"/refused/{PROFILE}" in t]
+
+
+def test_an_extra_with_a_marker_builds_and_is_labelled(run_cli, tmp_path, release_index, mirror, registry,
+                                                       docker_config):
+    write_config(tmp_path, mirror=mirror, index_url=release_index.url, registry=registry, namespace="marker")
+    built = run_cli("build", PROFILE, "--extra", 'team-extra==1.0; python_version >= "3.8"', "--suffix", "team")
+    assert built.code == 0, built.err[-3000:]
+    assert "extras locked on top of the lock: team-extra==1.0" in built.err
+    labels = image_config(registry, f"marker/{PROFILE}-team")["config"]["Labels"]
+    assert "team-extra==1.0" in labels["imagectl.extras"].split(",")
+    assert labels["org.opencontainers.image.title"] == f"{PROFILE}-team"
+    assert labels["imagectl.profile"] == f"{PROFILE}+extras"
+
+
+def test_locking_a_shipped_profile_against_pypi_gives_the_shipped_lock(run_cli, tmp_path):
+    """The real PyPI (no imagectl.toml: the default index): the shipped lock is what ``imagectl lock`` makes."""
+    import requests
+
+    try:
+        requests.get("https://pypi.org/simple/", timeout=10, stream=True).close()
+    except requests.RequestException as exc:
+        skip_or_fail(f"PyPI is unreachable: {exc}")
+    assert not (tmp_path / "imagectl.toml").exists()
+    made = run_cli("lock", "torch-2.3-cu121", "--output", "real.txt")
+    assert made.code == 0, made.err
+    shipped = REPO / "matrices" / "locks" / "torch-2.3.1-cu121-py3.10.txt"
+    assert (tmp_path / "real.txt").read_bytes() == shipped.read_bytes()
