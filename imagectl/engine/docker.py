@@ -129,19 +129,26 @@ class DockerEngine:
             raise EngineError(f"engine: untag {ref}: {_short(exc)}") from None
 
     def push(self, repository: str, tag: str, on_line: LineSink) -> str:
-        """Push ``repository:tag``; one progress line per layer event; returns the pushed digest."""
+        """Push ``repository:tag``; progress as bytes uploaded of the layers' total (every few seconds, from the
+        engine's events) and a last line of what was uploaded; returns the pushed digest."""
+        from ..progress import PushProgress
+
         digest = ""
+        progress = PushProgress(on_line)
         try:
             for chunk in self.api.push(repository, tag=tag, stream=True, decode=True):
                 if "error" in chunk:
                     raise BuildError(f"push of {repository}:{tag} failed: {chunk['error']}", "push",
                                      str(chunk.get("error")))
                 digest = (chunk.get("aux") or {}).get("Digest", digest)
-                _progress(chunk, on_line)
+                progress.event(chunk)
+                if chunk.get("status") and not chunk.get("id"):
+                    on_line(str(chunk["status"]))
         except self._errors.APIError as exc:
             raise BuildError(f"push of {repository}:{tag} failed: {_short(exc)}", "push") from None
         if not digest:
             raise BuildError(f"push of {repository}:{tag} reported no digest", "push")
+        progress.finish()
         return digest
 
     def pull(self, ref: str, on_line: LineSink) -> ImageInfo:

@@ -34,6 +34,7 @@ from ..lock.extras import lock_extras
 from ..lock.make import ChosenLock, lock_for_build
 from ..lock.target import target_for
 from ..matrix.model import Profile
+from ..progress import Heartbeat
 from ..reference import Reference, parse_reference
 from ..render.context import base_reference
 from ..shipped import template_files
@@ -249,9 +250,12 @@ def _build(profile: Profile, files: dict[str, bytes], added: dict[str, Path], ke
         write_context(files, tmp)
         place_files(added, tmp)
         log(f"building {profile.name} (build key {key[:10]})")
-        image_id = engine.build(tmp, labels, config.build_network, config.build_args, options.no_cache, log)
-    with _timed(phases, "check"):
-        run_check(engine, image_id, config.build_network, options.gpu_check, log)
+        with Heartbeat(log, "building") as beat:
+            image_id = engine.build(tmp, labels, config.build_network, config.build_args, options.no_cache,
+                                    beat.sink)
+    with _timed(phases, "check"), Heartbeat(log, "checking") as beat:
+        log(f"checking {short_digest(image_id)} in a container")
+        run_check(engine, image_id, config.build_network, options.gpu_check, beat.sink)
     with _timed(phases, "tag"):
         tag = immutable_tag(profile, key, image=image_id)
         try:
@@ -262,8 +266,8 @@ def _build(profile: Profile, files: dict[str, bytes], added: dict[str, Path], ke
     target = existing or image_id
     if config.registry_url and existing is None:
         log(f"pushing {repo.familiar}:{tag}")
-        with _timed(phases, "push"):
-            target = engine.push(repo.familiar, tag, log)
+        with _timed(phases, "push"), Heartbeat(log, "pushing") as beat:
+            target = engine.push(repo.familiar, tag, beat.sink)
     elif config.registry_url:
         log(f"{repo.familiar}:{tag} already names this image ({short_digest(existing)}): not pushed again")
     with _timed(phases, "tag"):
@@ -288,8 +292,8 @@ def _note(result: BuildResult, moved: MoveResult) -> BuildResult:
 def build_many(profiles: Sequence[Profile], config: Config, engine: Engine, options: BuildOptions, jobs: int,
                make_log: Callable[[str], LineSink]) -> list[BuildResult]:
     """Build several profiles, ``jobs`` at a time; a failure of one does not stop the others: it is a ``failed``
-    result with its error (and a BuildError's step and log tail), the phases it timed and its real elapsed time.
-    Raises nothing of imagectl's own."""
+    result with its error (and a BuildError's step and log tail, which the caller shows where the log was not
+    shown as it streamed), the phases it timed and its real elapsed time.  Raises nothing of imagectl's own."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(profile: Profile) -> BuildResult:
@@ -299,8 +303,6 @@ def build_many(profiles: Sequence[Profile], config: Config, engine: Engine, opti
             return build_one(profile, config, engine, options, log, phases)
         except BuildError as exc:
             tail = exc.log_tail.splitlines()
-            for line in tail[-20:]:
-                log(f"| {line}")
             failed = BuildResult(profile.name, "failed", error=f"{exc.step}: {exc}", step=exc.step, log_tail=tail,
                                  exit_code=exc.exit_code)
         except ImagectlError as exc:

@@ -48,23 +48,31 @@ def check_policy(value: str, what: str = "--as-of") -> str:
     raise InputError(f"{what} {value!r}: expected a date YYYY-MM-DD, 'release' or 'latest'")
 
 
-def release_upload_date(profile: Profile, target: Target) -> dt.date:
-    """The day the framework release's first file was uploaded to the target's index (PEP 700 upload-time);
-    raises OperationError when the index gives no upload times or has no file of the release."""
-    package, version = profile.framework.package, Version(profile.release.version)
-    files = project_files(target.index_secret, package)
+def upload_date(target: Target, package: str, version: str) -> dt.date | None:
+    """The day the first wheel of ``package`` ``version`` was uploaded to the target's index (PEP 700
+    upload-time), or None when the index gives no upload time for it; raises OperationError when the index
+    cannot be read."""
+    wanted = Version(version).public
     times = []
-    for file in files:
+    for file in project_files(target.index_secret, package):
         try:
-            same = is_wheel(file) and parse_wheel(file.filename).version.public == version.public
+            same = is_wheel(file) and parse_wheel(file.filename).version.public == wanted
         except (InvalidVersion, OperationError):
             continue
         if same and file.upload_time:
             times.append(file.upload_time)
-    if not times:
+    return dt.date.fromisoformat(min(times)[:10]) if times else None
+
+
+def release_upload_date(profile: Profile, target: Target) -> dt.date:
+    """The day the framework release's first file was uploaded to the target's index (PEP 700 upload-time);
+    raises OperationError when the index gives no upload times or has no file of the release."""
+    package, version = profile.framework.package, profile.release.version
+    day = upload_date(target, package, version)
+    if day is None:
         raise OperationError(f"--as-of release: {target.index} gives no upload time for {package} {version} "
                              "(PEP 700 JSON pages); pass --as-of DATE or latest, or set [lock] as_of")
-    return dt.date.fromisoformat(min(times)[:10])
+    return day
 
 
 def resolve_as_of(policy: str, profile: Profile, target: Target, grace_days: int) -> AsOf:

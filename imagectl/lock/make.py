@@ -9,14 +9,18 @@ as of a date are cached: the same inputs and date give the same lock (the index'
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Callable
+
+from packaging.utils import canonicalize_name
 
 from ..cache import cached
 from ..config import Config
 from ..errors import OperationError
 from ..matrix.model import Profile
-from .asof import resolve_as_of
+from .asof import resolve_as_of, upload_date
+from .layers import layer_of
 from .lockfile import Lock, LockHeader
 from .resolve import resolve
 from .store import find_lock
@@ -35,17 +39,56 @@ class ChosenLock:
     path: str = ""
 
 
+def first_layer_inputs(profile: Profile, inputs: tuple[str, ...]) -> list[str]:
+    """The pinned inputs that go to the framework's first install layer (the CUDA libraries' wheels)."""
+    layers = profile.framework.layers
+    return [r for r in inputs
+            if "==" in r and len(layers) > 1 and layer_of(requirement_name(r), layers) == layers[0][0]]
+
+
+def requirement_name(requirement: str) -> str:
+    """``nvidia-nccl-cu12`` of ``nvidia-nccl-cu12==2.20.5`` (or of ``name[extra]==v``), canonical."""
+    return canonicalize_name(requirement.split("[", 1)[0].split("==", 1)[0])
+
+
+def first_layer_as_of(profile: Profile, target: Target, inputs: list[str], grace_days: int,
+                      ceiling: str) -> str | None:
+    """The day the first layer's own dependencies are resolved as of: the newest upload day of its pinned
+    wheels plus ``grace_days``, no later than ``ceiling``; None when the index gives no upload times.  Two
+    releases with the same CUDA pins (torch 2.3.0 and 2.3.1) then lock the same unpinned CUDA wheels
+    (nvidia-nvjitlink-cu12, which the pinned cusolver and cusparse require without a version): their CUDA
+    layer is one layer, shared."""
+    days = [upload_date(target, requirement_name(r), r.split("==", 1)[1]) for r in inputs]
+    if not days or None in days:
+        return None
+    day = (max(d for d in days if d) + dt.timedelta(days=grace_days)).isoformat()
+    return min(day, ceiling)
+
+
 def make_lock(profile: Profile, config: Config, as_of: str | None = None, prefer: Lock | None = None,
               target: Target | None = None) -> Lock:
     """Resolve ``profile``'s lock as of ``as_of`` (a policy; default ``[lock] as_of``), keeping the versions of
-    ``prefer`` where they still fit; raises ResolveError/OperationError (resolver, index), InputError (policy)."""
+    ``prefer`` where they still fit; raises ResolveError/OperationError (resolver, index), InputError (policy).
+
+    With a dated policy the first install layer (the CUDA wheels) is resolved first, as of its pins' own upload
+    day (:func:`first_layer_as_of`), and its versions are preferred in the whole resolution: the CUDA layer
+    depends on the CUDA pins alone, not on the framework release's date."""
     target = target or target_for(profile, config)
     when = resolve_as_of(as_of or config.lock_as_of, profile, target, config.lock_grace_days)
     inputs = lock_inputs(profile)
-    packages = resolve(inputs, target, when.date, prefer=prefer.packages if prefer else ())
+    preferred = list(prefer.packages) if prefer else []
+    note = when.note
+    cuda = first_layer_inputs(profile, inputs)
+    if cuda and when.date != "latest" and not preferred:
+        day = first_layer_as_of(profile, target, cuda, config.lock_grace_days, when.date)
+        if day is not None:
+            preferred = resolve(cuda, target, day)
+            note = "; ".join(filter(None, [note, f"{profile.framework.layers[0][0]} layer as of {day}: its pins' "
+                                                 f"upload, plus {config.lock_grace_days} days"]))
+    packages = resolve(inputs, target, when.date, prefer=preferred)
     header = LockHeader(framework=profile.framework.name, version=profile.release.version, build=build_tag(profile),
                         python=profile.python, index=target.index, platform=target.platform, as_of=when.date,
-                        as_of_note=when.note, inputs=inputs, source=SOURCE.format(name=profile_lock_id(profile)))
+                        as_of_note=note, inputs=inputs, source=SOURCE.format(name=profile_lock_id(profile)))
     return Lock(header, tuple(packages))
 
 
