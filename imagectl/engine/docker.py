@@ -138,14 +138,14 @@ class DockerEngine:
         try:
             for chunk in self.api.push(repository, tag=tag, stream=True, decode=True):
                 if "error" in chunk:
-                    raise BuildError(f"push of {repository}:{tag} failed: {chunk['error']}", "push",
+                    raise BuildError(push_failure(repository, tag, str(chunk["error"])), "push",
                                      str(chunk.get("error")))
                 digest = (chunk.get("aux") or {}).get("Digest", digest)
                 progress.event(chunk)
                 if chunk.get("status") and not chunk.get("id"):
                     on_line(str(chunk["status"]))
         except self._errors.APIError as exc:
-            raise BuildError(f"push of {repository}:{tag} failed: {_short(exc)}", "push") from None
+            raise BuildError(push_failure(repository, tag, _short(exc)), "push") from None
         if not digest:
             raise BuildError(f"push of {repository}:{tag} reported no digest", "push")
         progress.finish()
@@ -208,6 +208,21 @@ class LazyEngine:
             if self._engine is None:
                 self._engine = self._factory()
         return getattr(self._engine, name)
+
+
+_REFUSED = ("unauthorized", "authentication required", "denied", "forbidden", "401", "403")
+
+
+def push_failure(repository: str, tag: str, message: str) -> str:
+    """The one line of a failed push; a refusal of the credentials says so and where they were read from."""
+    line = " ".join(message.split())
+    if not any(word in line.lower() for word in _REFUSED):
+        return f"push of {repository}:{tag} failed: {line}"
+    from ..registry.credentials import docker_config_path
+
+    host = repository.split("/", 1)[0]
+    return (f"push of {repository}:{tag} failed: the registry {host} refused the credentials ({line}); the engine "
+            f"sends those of {docker_config_path()} for {host} (docker login {host}, or a credential helper there)")
 
 
 def _progress(chunk: Mapping[str, Any], on_line: LineSink) -> None:

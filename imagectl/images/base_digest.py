@@ -30,4 +30,16 @@ def resolve_base_digest(base: Reference, config: Config, engine: Engine) -> str:
         if name in (base.repository, base.familiar.split(":")[0]):
             return digest
     why = f": {registry_error}" if registry_error else " (its registry has no such tag)"
-    raise BuildError(f"base image {base} cannot be resolved to a digest{why}", "base")
+    raise BuildError(f"base image {base} cannot be resolved to a digest{why}; {mirror_hint(base, config)}", "base")
+
+
+def mirror_hint(base: Reference, config: Config) -> str:
+    """How to point the build at a reachable copy of ``base``'s registry: the mirror it went through, or the
+    settings that set one."""
+    mirrored = next((domain for domain, prefix in config.mirrors.items()
+                     if str(base).startswith(prefix.rstrip("/") + "/")), None)
+    if mirrored:
+        return (f"it was pulled through the mirror of {mirrored} ([mirrors] in imagectl.toml or IMAGECTL_MIRRORS): "
+                "check that the mirror is up and holds the image")
+    return (f"if {base.domain} is not reachable from here, mirror it: [mirrors] \"{base.domain}\" = "
+            "\"mirror.example.com/prefix\" in imagectl.toml, or IMAGECTL_MIRRORS")

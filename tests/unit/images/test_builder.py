@@ -611,3 +611,21 @@ def test_plan_one_says_build_reuse_or_refused_and_changes_nothing(profile, engin
     monkeypatch.setattr(builder, "resolve_base_digest", refuse)
     refused = builder.plan_one(profile, with_registry(), engine, BuildOptions())
     assert (refused.action, refused.reason) == ("refused", "the mirror is down") and len(engine.builds) == 1
+
+
+def test_an_unreachable_base_registry_names_the_registry_and_the_mirror_setting(profile, engine, registry,
+                                                                               monkeypatch):
+    port = closed_port()
+    monkeypatch.setattr(builder, "resolve_base_digest", resolve_base_digest)
+    no_wait = functools.partial(connect, retry=RetryPolicy(sleep=lambda s: None))
+    monkeypatch.setattr(imagectl.registry.access, "connect", no_wait)
+    mirror = f"127.0.0.1:{port}/hub"
+    with pytest.raises(BuildError) as through_mirror:
+        build(profile, with_registry(mirrors={"docker.io": mirror}), engine)
+    assert f"127.0.0.1:{port}" in str(through_mirror.value)
+    assert "through the mirror of docker.io ([mirrors] in imagectl.toml or IMAGECTL_MIRRORS)" in str(through_mirror.value)
+    from imagectl.images.base_digest import mirror_hint
+    from imagectl.reference import parse_reference
+
+    hint = mirror_hint(parse_reference("docker.io/nvidia/cuda:12.1.1-base-ubuntu22.04"), Config())
+    assert 'mirror it: [mirrors] "docker.io" = ' in hint and "IMAGECTL_MIRRORS" in hint
