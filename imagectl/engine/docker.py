@@ -10,12 +10,14 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import socket
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
+from ..redact import redact
 from ..errors import BuildError, EngineError, NotFoundError
 from . import TAIL_LINES, ImageInfo, LineSink
 
@@ -44,6 +46,22 @@ def _summary_info(item: Mapping[str, Any]) -> ImageInfo:
     )
 
 
+def ssh_options(host: str, which: Callable[[str], str | None] = shutil.which) -> dict[str, Any]:
+    """How the SDK reaches a ``DOCKER_HOST=ssh://user@host`` engine: through the ``ssh`` client when there is one
+    (its config, keys and agent, as the docker CLI does), else paramiko (``pip install 'imagectl[ssh]'``);
+    raises EngineError saying what to install when neither is there.  Other hosts need nothing."""
+    if not host.startswith("ssh://"):
+        return {}
+    if which("ssh"):
+        return {"use_ssh_client": True}
+    try:
+        import paramiko  # noqa: F401
+    except ImportError:
+        raise EngineError(f"DOCKER_HOST={redact(host)}: reaching an engine over ssh needs the ssh client "
+                          "(apt-get install openssh-client) or paramiko (pip install 'imagectl[ssh]')") from None
+    return {}
+
+
 class DockerEngine:
     """:class:`Engine` over the Docker SDK, against ``DOCKER_HOST`` or the default socket."""
 
@@ -52,11 +70,14 @@ class DockerEngine:
         import docker.errors
 
         self._errors = docker.errors
+        host = os.environ.get("DOCKER_HOST", "")
         try:
-            self._client = client or docker.from_env(timeout=600)
+            self._client = client or docker.from_env(timeout=600, **ssh_options(host))
             self._client.ping()
+        except EngineError:
+            raise
         except Exception as exc:  # the SDK raises several unrelated types here
-            where = os.environ.get("DOCKER_HOST", "the default socket")
+            where = redact(host) if host else "the default socket"
             raise EngineError(f"cannot reach the Docker engine at {where}: {_short(exc)}") from None
         self.api = self._client.api
 

@@ -16,3 +16,32 @@ def test_a_refused_push_names_the_registry_and_where_the_credentials_came_from(m
 
 def test_another_push_failure_is_said_as_it_is():
     assert push_failure("r/x", "t", "connection reset by peer") == "push of r/x:t failed: connection reset by peer"
+
+
+def test_an_ssh_engine_goes_through_the_ssh_client_or_says_what_to_install(monkeypatch):
+    import builtins
+
+    import pytest
+
+    from imagectl.engine.docker import ssh_options
+    from imagectl.errors import EngineError
+
+    assert ssh_options("unix:///var/run/docker.sock") == {} and ssh_options("") == {}
+    assert ssh_options("ssh://ci@builder", which=lambda name: "/usr/bin/ssh") == {"use_ssh_client": True}
+    real_import = builtins.__import__
+
+    def no_paramiko(name, *args, **kwargs):
+        if name == "paramiko":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_paramiko)
+    with pytest.raises(EngineError, match=r"DOCKER_HOST=ssh://\*\*\*@builder: .*openssh-client.*imagectl\[ssh\]"):
+        ssh_options("ssh://ci:pw@builder", which=lambda name: None)
+
+
+def test_build_against_an_unreachable_ssh_engine_is_one_line(run_cli, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "ssh://nobody@127.0.0.1:1")
+    r = run_cli("build", "torch-2.3-cu121", "--progress", "quiet")
+    assert r.code == 1 and "Traceback" not in r.err
+    assert r.err.strip().splitlines()[-1].startswith("imagectl: torch-2.3-cu121: ")
