@@ -47,19 +47,18 @@ def _summary_info(item: Mapping[str, Any]) -> ImageInfo:
 
 
 def ssh_options(host: str, which: Callable[[str], str | None] = shutil.which) -> dict[str, Any]:
-    """How the SDK reaches a ``DOCKER_HOST=ssh://user@host`` engine: through the ``ssh`` client when there is one
-    (its config, keys and agent, as the docker CLI does), else paramiko (``pip install 'imagectl[ssh]'``);
-    raises EngineError saying what to install when neither is there.  Other hosts need nothing."""
+    """How the SDK reaches a ``DOCKER_HOST=ssh://user@host`` engine.  The Docker SDK's ssh transport imports
+    paramiko whatever it connects with (docker 7.1, transport/sshconn.py), so without paramiko this raises
+    EngineError saying what to install (``pip install 'imagectl[ssh]'``); with it, the ``ssh`` client is used
+    where there is one (its config, keys and agent, as the docker CLI does).  Other hosts need nothing."""
     if not host.startswith("ssh://"):
         return {}
-    if which("ssh"):
-        return {"use_ssh_client": True}
     try:
         import paramiko  # noqa: F401
     except ImportError:
-        raise EngineError(f"DOCKER_HOST={redact(host)}: reaching an engine over ssh needs the ssh client "
-                          "(apt-get install openssh-client) or paramiko (pip install 'imagectl[ssh]')") from None
-    return {}
+        raise EngineError(f"DOCKER_HOST={redact(host)}: an engine over ssh needs paramiko, which the Docker SDK "
+                          "uses for ssh:// (pip install 'imagectl[ssh]')") from None
+    return {"use_ssh_client": True} if which("ssh") else {}
 
 
 class DockerEngine:

@@ -18,8 +18,10 @@ def test_another_push_failure_is_said_as_it_is():
     assert push_failure("r/x", "t", "connection reset by peer") == "push of r/x:t failed: connection reset by peer"
 
 
-def test_an_ssh_engine_goes_through_the_ssh_client_or_says_what_to_install(monkeypatch):
+def test_an_ssh_engine_needs_paramiko_and_says_so(monkeypatch):
     import builtins
+    import sys
+    import types
 
     import pytest
 
@@ -27,7 +29,6 @@ def test_an_ssh_engine_goes_through_the_ssh_client_or_says_what_to_install(monke
     from imagectl.errors import EngineError
 
     assert ssh_options("unix:///var/run/docker.sock") == {} and ssh_options("") == {}
-    assert ssh_options("ssh://ci@builder", which=lambda name: "/usr/bin/ssh") == {"use_ssh_client": True}
     real_import = builtins.__import__
 
     def no_paramiko(name, *args, **kwargs):
@@ -36,8 +37,12 @@ def test_an_ssh_engine_goes_through_the_ssh_client_or_says_what_to_install(monke
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_paramiko)
-    with pytest.raises(EngineError, match=r"DOCKER_HOST=ssh://\*\*\*@builder: .*openssh-client.*imagectl\[ssh\]"):
-        ssh_options("ssh://ci:pw@builder", which=lambda name: None)
+    with pytest.raises(EngineError, match=r"DOCKER_HOST=ssh://\*\*\*@builder: .*paramiko.*imagectl\[ssh\]"):
+        ssh_options("ssh://ci:pw@builder", which=lambda name: "/usr/bin/ssh")
+    monkeypatch.setattr(builtins, "__import__", real_import)
+    monkeypatch.setitem(sys.modules, "paramiko", types.ModuleType("paramiko"))
+    assert ssh_options("ssh://ci@builder", which=lambda name: "/usr/bin/ssh") == {"use_ssh_client": True}
+    assert ssh_options("ssh://ci@builder", which=lambda name: None) == {}
 
 
 def test_build_against_an_unreachable_ssh_engine_is_one_line(run_cli, monkeypatch):
