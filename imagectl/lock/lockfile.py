@@ -21,8 +21,6 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-from packaging.utils import canonicalize_name
-
 from ..errors import InputError
 from ..grammar import check_package_name, check_version
 
@@ -31,6 +29,13 @@ _TITLE_RE = re.compile(r"# imagectl lock: (?P<framework>[a-z0-9._-]+) (?P<versio
                        r"Python (?P<python>[0-9]+\.[0-9]+)")
 _LINE_RE = re.compile(r"(?P<name>[A-Za-z0-9._-]+)==(?P<version>[A-Za-z0-9.+!_-]+)")
 _HASH_RE = re.compile(r"--hash=sha256:(?P<hex>[0-9a-f]{64})")
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
+def canonical_name(name: str) -> str:
+    """The PEP 503 normalised name (``Typing_Extensions`` -> ``typing-extensions``): what packaging's
+    ``canonicalize_name`` returns, without importing packaging.tags on every start of ``show``."""
+    return _SEPARATORS.sub("-", name).lower()
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,7 @@ def package(name: str, version: str, hashes: list[str] | tuple[str, ...]) -> Loc
     """A validated LockedPackage (canonical name, sorted unique hashes); raises ValidationError."""
     check_package_name(name, "locked package")
     check_version(version, f"locked {name} version")
-    return LockedPackage(canonicalize_name(name), version, tuple(sorted(set(hashes))))
+    return LockedPackage(canonical_name(name), version, tuple(sorted(set(hashes))))
 
 
 def format_lock(lock: Lock) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from packaging.utils import canonicalize_name
 
 from .. import __version__
 from ..config import Config
@@ -24,7 +23,7 @@ from ..grammar import (check_deb_package, check_driver, check_requirement, check
                        url_credentials)
 from ..labels import labels_for
 from ..lock.layers import split_layers
-from ..lock.lockfile import Lock, LockedPackage, LockHeader, requirement_lines
+from ..lock.lockfile import Lock, LockedPackage, LockHeader, canonical_name, requirement_lines
 from ..pip_index import configured_index, extra_index_urls, index_url
 
 NETRC_FILE = "imagectl-pip.netrc"  # in the build context only when an index URL carries credentials
@@ -126,7 +125,7 @@ def placeholder_lock(profile: Profile) -> Lock:
     checks that they render; a build always installs a real lock)."""
     header = LockHeader(profile.framework.name, profile.release.version, profile.framework.tag_of(profile.variant.cuda),
                         profile.python, "", "", "unlocked")
-    return Lock(header, tuple(LockedPackage(canonicalize_name(n), v, ()) for n, v in profile.packages))
+    return Lock(header, tuple(LockedPackage(canonical_name(n), v, ()) for n, v in profile.packages))
 
 
 def lock_layers(profile: Profile, lock: Lock) -> list[tuple[str, str]]:
@@ -138,7 +137,7 @@ def lock_layers(profile: Profile, lock: Lock) -> list[tuple[str, str]]:
 
 def import_names(profile: Profile) -> list[str]:
     """The modules the in-image check imports: the framework's companions the release pins."""
-    return sorted(canonicalize_name(name).replace("-", "_") for name, _ in profile.release.companions)
+    return sorted(canonical_name(name).replace("-", "_") for name, _ in profile.release.companions)
 
 
 def render_context(profile: Profile, config: Config, base_digest: str | None = None,
