@@ -17,7 +17,7 @@ from ..matrix.model import Matrix
 from ..matrix.names import resolve_profile
 from ..reference import parse_reference
 from ..tags.managed import open_tag_store
-from ..tags.naming import MOVING_TAG, moving_reference, repository
+from ..tags.naming import LOCAL_DOMAIN, MOVING_TAG, moving_reference, repository
 
 
 def target_image(target: str, matrix: Matrix, config: Config, engine: Engine) -> str:
@@ -53,7 +53,11 @@ def check_image(target: str, matrix: Matrix, config: Config, engine: Engine, gpu
     registry cannot be asked where the moving tag points.
     """
     image = target_image(target, matrix, config, engine)
-    info = engine.inspect(image) or engine.pull(image, log)
+    info = engine.inspect(image)
+    if info is None and parse_reference(image).domain == LOCAL_DOMAIN:  # a local-only name: never pulled
+        raise OperationError(f"test: the engine has no image {image} (local images are never pulled: build it "
+                             "first, or configure [registry] url)")
+    info = info or engine.pull(image, log)
     try:
         return image, check_findings(engine, info.id, dict(info.labels), config.build_network, gpu)
     except OperationError as exc:

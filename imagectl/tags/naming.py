@@ -40,13 +40,19 @@ _CHANNEL_RE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 RESERVED_PREFIX = "imagectl-"  # every tag imagectl writes for itself starts so (see is_reserved)
 
 
+# The registry part of local-only names (no [registry] url): one that cannot be a public registry, as podman
+# names local images, so nothing ever tries to pull them from Docker Hub.
+LOCAL_DOMAIN = "localhost"
+
+
 def repository(profile_name: str, config: Config) -> Reference:
-    """The repository of a profile's images (no tag); raises ValidationError for an unusable name."""
-    prefix = f"{config.registry_url}/" if config.registry_url else ""
-    ref = parse_reference(f"{prefix}{config.namespace}/{profile_name}")
-    if not config.registry_url and ref.domain != "docker.io":
+    """The repository of a profile's images (no tag): ``REGISTRY/NAMESPACE/PROFILE``, or
+    ``localhost/NAMESPACE/PROFILE`` without a registry; raises ValidationError for an unusable name."""
+    if config.registry_url:
+        return parse_reference(f"{config.registry_url}/{config.namespace}/{profile_name}")
+    if parse_reference(f"{config.namespace}/{profile_name}").domain != "docker.io":
         raise ValidationError(f"namespace {config.namespace!r} looks like a registry host; set [registry] url instead")
-    return ref
+    return parse_reference(f"{LOCAL_DOMAIN}/{config.namespace}/{profile_name}")
 
 
 def moving_reference(profile_name: str, config: Config) -> Reference:

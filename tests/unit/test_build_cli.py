@@ -91,7 +91,7 @@ def test_build_json_without_a_registry_gives_the_image_id_as_digest(run_cli, mon
     [result] = json.loads(r.out)["results"]
     [made] = engine.builds
     assert r.code == 0 and result["digest"] == result["image_id"] == made.image and "push" not in result["phases"]
-    assert result["repository"] == f"imagectl/{NAME}"
+    assert result["repository"] == f"localhost/imagectl/{NAME}"  # a local-only name: never resolves to Docker Hub
 
 
 def test_a_failed_build_has_its_step_error_log_tail_and_real_seconds(run_cli, engine, with_registry, monkeypatch):

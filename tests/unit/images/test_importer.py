@@ -118,7 +118,7 @@ def test_local_import_checks_tags_and_moves_latest_when_there_is_none(local_impo
     assert engine.runs[0][:2] == ["sh", "-c"] and "def framework_facts" in engine.runs[0][-1]
     assert is_immutable(result.tag) and immutable_parts(result.tag)["key"] == "1" * 10
     assert immutable_parts(result.tag)["version"] == "2.3.1" and immutable_parts(result.tag)["cuda"] == "cu121"
-    assert (engine.refs[f"ml/torch-2.3-cu121:{result.tag}"] == engine.refs[f"ml/torch-2.3-cu121:{MOVING_TAG}"]
+    assert (engine.refs[f"localhost/ml/torch-2.3-cu121:{result.tag}"] == engine.refs[f"localhost/ml/torch-2.3-cu121:{MOVING_TAG}"]
             == "sha256:" + "1" * 64)
     assert result.move is not None and result.move.changed
     again = run()
@@ -131,11 +131,11 @@ def test_a_second_image_leaves_latest_unless_set_latest(local_import):
     first = run()
     engine.add("team/own:v2", "sha256:" + "2" * 64)
     second = run(ref="team/own:v2")
-    assert engine.refs[f"ml/torch-2.3-cu121:{MOVING_TAG}"] == first.digest
+    assert engine.refs[f"localhost/ml/torch-2.3-cu121:{MOVING_TAG}"] == first.digest
     assert any("stays on" in note for note in second.notes)
     engine.add("team/own:v3", "sha256:" + "3" * 64)
     third = run(ImportOptions(set_latest=True), ref="team/own:v3")
-    assert engine.refs[f"ml/torch-2.3-cu121:{MOVING_TAG}"] == third.digest
+    assert engine.refs[f"localhost/ml/torch-2.3-cu121:{MOVING_TAG}"] == third.digest
 
 
 def test_disagreements_warn_and_strict_fails_before_copying(local_import):
@@ -195,10 +195,10 @@ def test_an_import_never_overwrites_an_immutable_tag_naming_another_image(local_
     engine.add("someone/else:1", "sha256:" + "9" * 64)
     engine.tag("someone/else:1", managed.reference.familiar, CLASH)
 
-    with pytest.raises(OperationError, match=f"ml/torch-2.3-cu121:{CLASH} already names another image"):
+    with pytest.raises(OperationError, match=f"localhost/ml/torch-2.3-cu121:{CLASH} already names another image"):
         run()
-    assert engine.refs[f"ml/torch-2.3-cu121:{CLASH}"] == "sha256:" + "9" * 64
-    assert f"ml/torch-2.3-cu121:{MOVING_TAG}" not in engine.refs
+    assert engine.refs[f"localhost/ml/torch-2.3-cu121:{CLASH}"] == "sha256:" + "9" * 64
+    assert f"localhost/ml/torch-2.3-cu121:{MOVING_TAG}" not in engine.refs
 
 
 def test_an_import_whose_tag_already_names_the_image_copies_nothing(local_import, monkeypatch):
@@ -211,4 +211,4 @@ def test_an_import_whose_tag_already_names_the_image_copies_nothing(local_import
     result = run()
     assert (result.tag, result.digest, result.reused) == (CLASH, "sha256:" + "1" * 64, False)
     assert result.copied == "already there: the tag names this image"
-    assert engine.refs[f"ml/torch-2.3-cu121:{MOVING_TAG}"] == "sha256:" + "1" * 64
+    assert engine.refs[f"localhost/ml/torch-2.3-cu121:{MOVING_TAG}"] == "sha256:" + "1" * 64
