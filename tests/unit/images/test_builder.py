@@ -624,7 +624,8 @@ def test_an_unreachable_base_registry_names_the_registry_and_the_mirror_setting(
     with pytest.raises(BuildError) as through_mirror:
         build(profile, with_registry(mirrors={"docker.io": mirror}), engine)
     assert f"127.0.0.1:{port}" in str(through_mirror.value)
-    assert "through the mirror of docker.io ([mirrors] in imagectl.toml or IMAGECTL_MIRRORS)" in str(through_mirror.value)
+    assert "through the mirror of docker.io ([mirrors] in imagectl.toml or IMAGECTL_MIRRORS)" in str(
+        through_mirror.value)
     from imagectl.images.base_digest import mirror_hint
     from imagectl.reference import parse_reference
 

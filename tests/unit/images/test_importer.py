@@ -118,8 +118,8 @@ def test_local_import_checks_tags_and_moves_latest_when_there_is_none(local_impo
     assert engine.runs[0][:2] == ["sh", "-c"] and "def framework_facts" in engine.runs[0][-1]
     assert is_immutable(result.tag) and immutable_parts(result.tag)["key"] == "1" * 10
     assert immutable_parts(result.tag)["version"] == "2.3.1" and immutable_parts(result.tag)["cuda"] == "cu121"
-    assert (engine.refs[f"localhost/ml/torch-2.3-cu121:{result.tag}"] == engine.refs[f"localhost/ml/torch-2.3-cu121:{MOVING_TAG}"]
-            == "sha256:" + "1" * 64)
+    repo = "localhost/ml/torch-2.3-cu121"
+    assert engine.refs[f"{repo}:{result.tag}"] == engine.refs[f"{repo}:{MOVING_TAG}"] == "sha256:" + "1" * 64
     assert result.move is not None and result.move.changed
     again = run()
     assert again.reused and again.tag == result.tag and again.move is None
