@@ -54,11 +54,12 @@ def profile_lock_id(profile: Profile) -> str:
 
 
 def lock_inputs(profile: Profile) -> tuple[str, ...]:
-    """What the resolver is asked for: the framework, its companions and the variant's pins, each ``==`` its
-    version, with the extras the framework's ``pin_extras`` names (``jax-cuda12-plugin[with-cuda]``)."""
+    """What the resolver is asked for: the framework, its companions and the variant's pins for the profile's
+    Python, each ``==`` its version, with the extras the framework's ``pin_extras`` names
+    (``jax-cuda12-plugin[with-cuda]``); then the framework's ``lock_requires`` as written (torch: ``numpy``)."""
     extras = dict(profile.framework.pin_extras)
     out = []
     for name, version in profile.packages:
         wanted = extras.get(name)
         out.append(f"{name}[{','.join(wanted)}]=={version}" if wanted else f"{name}=={version}")
-    return tuple(out)
+    return (*out, *profile.framework.lock_requires)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from .. import shipped
 from ..config import Config
@@ -50,7 +51,7 @@ def input_problems(lock: Lock, profile: Profile) -> list[str]:
     locked = lock.versions
     for name, version in profile.packages:
         have = locked.get(canonicalize_name(name))
-        if have != version:
+        if have is None or Version(have) != Version(version):  # 13.0.3.0 is 13.0.3 (PEP 440)
             out.append(f"{name}: the matrix pins {version}, the lock has {have or 'nothing'}")
     return out
 

@@ -5,17 +5,18 @@ All functions here are pure: the node facts come in as arguments (the CLI reads 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from typing import Callable
 
 from packaging.version import Version
 
 from ..errors import InputError
 from ..grammar import check_driver, check_python, check_version, driver_key
-from .model import Framework, Matrix, Profile, Release
+from .archs import describe, match_arch, newer_than_build, no_match
+from .gpus import find_gpu, gpu_driver_reasons
+from .model import CudaToolkit, Framework, Gpu, Matrix, Profile, Release
 from .names import build_profile
-
-_SM_RE = re.compile(r"^sm_?([0-9]{2,3})$")
+from .runtime import LockedCuda, runtime_toolkit
 
 
 @dataclass(frozen=True)
@@ -28,29 +29,24 @@ class Verdict:
     notes: tuple[str, ...] = ()
 
 
-def gpu_arch(gpu: str, matrix: Matrix) -> tuple[str, str]:
-    """``(label, sm_XY)`` for a GPU model name or an ``sm_XY``/``XY``/``X.Y`` value; raises InputError."""
-    text = gpu.strip()
-    if re.fullmatch(r"[0-9]+\.[0-9]", text):
-        text = "sm_" + text.replace(".", "")
-    match = _SM_RE.match(text.lower())
-    if match:
-        return text, f"sm_{match[1]}"
-    by_name = {name.lower().replace(" ", ""): (name, arch) for name, arch in matrix.gpus.items()}
-    found = by_name.get(text.lower().replace(" ", "").replace("nvidia", ""))
-    if not found:
-        raise InputError(f"--gpu {gpu!r}: not sm_XY and not a known GPU ({', '.join(sorted(matrix.gpus))})")
-    return found
+LockOf = Callable[[Profile], LockedCuda | None]  # the CUDA a profile's applying lock installs (None: no lock)
 
 
-def profile_archs(profile: Profile) -> tuple[str, ...]:
-    """The GPU targets a profile's framework build covers (the variant's list, else the toolkit's)."""
-    return profile.variant.archs or profile.toolkit.archs
+def gpu_arch(gpu: str, matrix: Matrix) -> Gpu:
+    """The GPU a model name or an ``sm_XY``/``XY``/``X.Y`` value names (:func:`~.gpus.find_gpu`); raises
+    InputError."""
+    return find_gpu(gpu, matrix)
 
 
-def driver_verdict(profile: Profile, driver: str) -> tuple[list[str], list[str]]:
-    """(reasons it cannot run, notes) for ``driver`` against the profile's CUDA floors."""
-    t = profile.toolkit
+def profile_archs(profile: Profile, toolkit: CudaToolkit | None = None) -> tuple[str, ...]:
+    """The GPU code a profile's build carries: the variant's recorded list, else ``toolkit``'s (default: the
+    profile's) nvcc targets."""
+    return profile.variant.archs or (toolkit or profile.toolkit).archs
+
+
+def driver_verdict(toolkit: CudaToolkit, driver: str) -> tuple[list[str], list[str]]:
+    """(reasons it cannot run, notes) for ``driver`` against ``toolkit``'s floors."""
+    t = toolkit
     if driver_key(driver) >= driver_key(t.min_driver):
         return [], []
     if driver_key(driver) >= driver_key(t.min_driver_compat):
@@ -60,25 +56,51 @@ def driver_verdict(profile: Profile, driver: str) -> tuple[list[str], list[str]]
             f" (full support from {t.min_driver})"], []
 
 
-def arch_verdict(profile: Profile, label: str, arch: str) -> list[str]:
-    """Reasons the profile's build does not target ``arch`` (empty when it does)."""
-    archs = profile_archs(profile)
-    if arch in archs:
-        return []
-    number = lambda a: int(a[3:])  # noqa: E731
-    hint = "a newer CUDA build is needed" if archs and number(arch) > max(map(number, archs)) else "not built for it"
-    span = f"{archs[0]}..{archs[-1]}" if archs else "none"
-    return [f"{label} ({arch}) is not among CUDA {profile.toolkit.version}'s targets ({span}): {hint}"]
+def arch_verdict(profile: Profile, gpu: Gpu, driver: str | None = None,
+                 toolkit: CudaToolkit | None = None) -> tuple[list[str], list[str]]:
+    """(reasons, notes) for a GPU running the profile's build under the binary-compatibility rules of
+    :mod:`.archs`; ``toolkit`` is the one whose nvcc targets stand in for a build with no recorded list."""
+    toolkit = toolkit or profile.toolkit
+    build = profile_archs(profile, toolkit)
+    label = gpu.arch if gpu.name == gpu.arch else f"{gpu.name} ({gpu.arch})"
+    recorded = bool(profile.variant.archs) or toolkit is not profile.toolkit  # a lock's toolkit: its note says so
+    notes = [] if recorded else [f"no arch list recorded for this build: judged by CUDA {toolkit.version}'s nvcc"
+                                 " targets"]
+    what = f"{profile.framework.name} {profile.release.version}+{profile.framework.tag_of(profile.variant.cuda)}"
+    found = match_arch(gpu.arch, build)
+    if found is None:
+        hint = "a newer CUDA build is needed" if newer_than_build(gpu.arch, build) else "not built for it"
+        return [f"{label} cannot run {what} ({describe(build)}): {no_match(gpu.arch, build)}; {hint}"], notes
+    jit_floor = profile.toolkit.min_driver  # the PTX comes from the build's own nvcc
+    if found.needs_jit and driver and driver_key(driver) < driver_key(jit_floor):
+        return [f"{label} needs {found.why}: that needs driver >= {jit_floor} (CUDA {profile.toolkit.version}'s"
+                f" full support); {driver} is only minor-version compatible, which does not JIT newer PTX"], notes
+    return [], notes + ([] if found.rule == "exact" else [f"{label} {found.why}"])
 
 
-def node_verdicts(profiles: list[Profile], driver: str, gpu: tuple[str, str] | None) -> list[Verdict]:
-    """A verdict per profile for a node with ``driver`` and optionally a GPU ``(label, sm_XY)``."""
+def profile_verdict(profile: Profile, driver: str, gpu: Gpu | None,
+                    lock_of: LockOf | None = None) -> tuple[list[str], list[str]]:
+    """(reasons, notes) for ``profile`` on a node with ``driver`` and optionally ``gpu``; with ``lock_of`` the
+    driver floors and targets follow the CUDA runtime the profile's lock installs (:mod:`.runtime`)."""
+    toolkit, notes = runtime_toolkit(profile, lock_of(profile)) if lock_of else (profile.toolkit, [])
+    reasons, more = driver_verdict(toolkit, driver)
+    notes += more
+    if gpu:
+        reasons += gpu_driver_reasons(gpu, driver)
+        more_reasons, more = arch_verdict(profile, gpu, driver, toolkit)
+        reasons += more_reasons
+        notes += more
+    return reasons, notes
+
+
+def node_verdicts(profiles: list[Profile], driver: str, gpu: Gpu | None,
+                  lock_of: LockOf | None = None) -> list[Verdict]:
+    """A verdict per profile for a node with ``driver`` and optionally ``gpu``; raises InputError for a bad
+    driver version."""
     check_driver(driver, "--driver")
     out = []
     for profile in profiles:
-        reasons, notes = driver_verdict(profile, driver)
-        if gpu:
-            reasons += arch_verdict(profile, *gpu)
+        reasons, notes = profile_verdict(profile, driver, gpu, lock_of)
         out.append(Verdict(profile.name, not reasons, tuple(reasons), tuple(notes)))
     return out
 
@@ -145,8 +167,10 @@ def _matches(declared: str | None, asked: str) -> bool:
     return d[: len(a)] == a
 
 
-def check_combination(combo: Combination, matrix: Matrix) -> tuple[list[str], list[str], Profile | None]:
-    """``(reasons it is incompatible, notes, the closest profile)`` for an ad-hoc combination."""
+def check_combination(combo: Combination, matrix: Matrix,
+                      lock_of: LockOf | None = None) -> tuple[list[str], list[str], Profile | None]:
+    """``(reasons it is incompatible, notes, the closest profile)`` for an ad-hoc combination; with ``lock_of``
+    the driver floors and GPU targets follow the CUDA runtime the profile's lock installs."""
     fw = matrix.frameworks[combo.framework]
     release = _find_release(fw, combo.version)
     if release is None:
@@ -168,13 +192,24 @@ def check_combination(combo: Combination, matrix: Matrix) -> tuple[list[str], li
             reasons.append(f"{build} ships {what} {declared or 'unknown'}, not {asked}")
     python = combo.python if combo.python in release.python else None
     profile = build_profile(matrix, fw, release, variant, release.version, python=python)
-    notes: list[str] = []
+    more, notes = _node_checks(combo, matrix, profile, lock_of)
+    return reasons + more, notes, profile
+
+
+def _node_checks(combo: Combination, matrix: Matrix, profile: Profile,
+                 lock_of: LockOf | None) -> tuple[list[str], list[str]]:
+    """(reasons, notes) of ``check``'s ``driver=`` and ``gpu=`` items for the profile it resolved."""
+    toolkit, notes = runtime_toolkit(profile, lock_of(profile)) if lock_of else (profile.toolkit, [])
+    reasons: list[str] = []
     if combo.driver:
-        more, notes = driver_verdict(profile, combo.driver)
-        reasons += more
+        more, more_notes = driver_verdict(toolkit, combo.driver)
+        reasons, notes = reasons + more, notes + more_notes
     if combo.gpu:
-        reasons += arch_verdict(profile, *gpu_arch(combo.gpu, matrix))
-    return reasons, notes, profile
+        gpu = find_gpu(combo.gpu, matrix)
+        reasons += gpu_driver_reasons(gpu, combo.driver) if combo.driver else []
+        more, more_notes = arch_verdict(profile, gpu, combo.driver, toolkit)
+        reasons, notes = reasons + more, notes + more_notes
+    return reasons, notes
 
 
 def _find_release(fw: Framework, version: str) -> Release | None:

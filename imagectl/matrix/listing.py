@@ -1,4 +1,5 @@
-"""The short, plain-data description of a profile that ``list`` and the CI outputs print."""
+"""The short, plain-data description of a profile that ``list`` and the CI outputs print, and the notes that
+``show`` and ``build`` print about a profile (an unverified build, companions not released yet)."""
 
 from __future__ import annotations
 
@@ -21,4 +22,33 @@ def list_row(profile: Profile) -> dict[str, Any]:
         "flavor": profile.flavor,
         "os": profile.os.name,
         "min_driver": profile.toolkit.min_driver,
+        "verified": profile.verified,
+        "unverified": profile.variant.unverified,
     }
+
+
+def companion_note(profile: Profile) -> str | None:
+    """``none released for torch 2.15 yet`` when the release pins none of the framework's companions (``yet``
+    while it is the framework's newest release), ``no torchaudio release for torch 2.14`` when it pins only
+    some; None when it pins them all (pure)."""
+    fw, release = profile.framework, profile.release
+    pinned = {name for name, _ in release.companions}
+    missing = [name for name in fw.companions if name not in pinned]
+    if not missing:
+        return None
+    if len(missing) == len(fw.companions):
+        newest = fw.releases and fw.releases[0].version == release.version
+        return f"none released for {fw.name} {release.minor}{' yet' if newest else ''} ({', '.join(missing)})"
+    return f"no {', '.join(missing)} release for {fw.name} {release.minor}"
+
+
+def profile_notes(profile: Profile) -> list[str]:
+    """What ``show`` and ``build`` say about a profile besides its facts: that its build is unverified (and
+    why), and which companions it lacks (pure)."""
+    notes = []
+    if not profile.verified:
+        notes.append(f"unverified: {profile.variant.unverified}")
+    companions = companion_note(profile)
+    if companions:
+        notes.append(f"companions: {companions}")
+    return notes

@@ -25,11 +25,12 @@ from ..grammar import (
     check_driver,
     check_package_name,
     check_python,
+    check_requirement,
     check_token,
     check_url,
     check_version,
 )
-from .model import BaseImages, CudaToolkit, Framework, Matrix, OsInfo, Release, Variant
+from .model import BaseImages, CudaToolkit, Framework, Gpu, Matrix, OsInfo, Release, Variant
 from .names import check_name_part, check_release_version
 
 _TOP_KEYS = {"base", "os", "cuda", "gpus", "framework", "release"}
@@ -38,10 +39,11 @@ KEYS: dict[str, frozenset[str]] = {
     "base": frozenset({"repository", "flavors", "tag", "wheel_cuda_flavor"}),
     "os": frozenset({"python", "apt_python"}),
     "cuda": frozenset({"release", "min_driver", "min_driver_compat", "archs", "os"}),
+    "gpus": frozenset({"arch", "min_driver", "last_branch"}),
     "framework": frozenset({"name", "label", "package", "companions", "cuda_tag", "index_url", "pypi_index_url",
-                            "check", "jit_packages", "layers", "pin_extras"}),
-    "release": frozenset({"version", "python", "companions", "variant"}),
-    "release.variant": frozenset({"cuda", "pypi", "cudnn", "nccl", "archs", "pins"}),
+                            "check", "jit_packages", "layers", "pin_extras", "lock_requires"}),
+    "release": frozenset({"version", "python", "companions", "variant", "unavailable"}),
+    "release.variant": frozenset({"cuda", "pypi", "cudnn", "nccl", "archs", "pins", "unverified"}),
 }
 BASE_TAG_FIELDS = ("cuda_release", "cuda", "flavor", "os")
 CUDA_TAG_FIELDS = ("major", "minor")
@@ -50,6 +52,9 @@ CHECK_MAIN = "main"  # templates/check/main.py.j2 includes check/<check>.py.j2: 
 # the check partials that are not a framework's own (main.py.j2 or torch.py.j2 include them): not a check name
 RESERVED_CHECKS = frozenset({CHECK_MAIN, "libraries", "torch_compile", "cuda_toolchain"})
 Start = Callable[[], int]  # where a table starts in its file: looked up only when there is an error to report
+_SM_ARCH = re.compile(r"sm_[0-9]{2,3}")
+# a build's GPU code (a variant's archs): a cubin sm_XY or PTX compute_XY, as torch.cuda.get_arch_list() prints them
+_BUILD_ARCH = re.compile(r"(sm|compute)_[0-9]{2,3}")
 
 
 def _first_line() -> int:
@@ -251,13 +256,30 @@ def _cuda(src: _Source, name: str, body: dict[str, Any]) -> CudaToolkit:
     return CudaToolkit(name, release, drivers[0], drivers[1], archs, oses)
 
 
-def _gpus(src: _Source, body: Any) -> dict[str, str]:
+def _gpus(src: _Source, body: Any) -> dict[str, Gpu]:
+    """``[gpus]``: ``"NAME" = "sm_XY"`` or ``"NAME" = { arch = "sm_XY", min_driver = "570.86.16", last_branch = 580 }``;
+    raises MatrixError naming the line."""
     if not isinstance(body, dict):
         raise src.error("[gpus] must be a table of GPU name = sm_XY", "gpus")
-    for gpu, arch in body.items():
-        if not isinstance(arch, str) or not arch.startswith("sm_") or not arch[3:].isdigit():
-            raise src.error(f"[gpus] {gpu!r}: {arch!r} is not sm_XY", gpu)
-    return dict(body)
+    return {name: _gpu(src, name, value) for name, value in body.items()}
+
+
+def _gpu(src: _Source, name: str, value: Any) -> Gpu:
+    needle = f'"{name}"'
+    fields = value if isinstance(value, dict) else {"arch": value}
+    src.known_keys(fields, "gpus", f"[gpus] {name!r}", src.line(needle))
+    arch = fields.get("arch")
+    if not isinstance(arch, str) or not _SM_ARCH.fullmatch(arch):
+        raise src.error(f"[gpus] {name!r}: {arch!r} is not sm_XY", needle)
+    floor = fields.get("min_driver")
+    if floor is not None:
+        floor = src.check(check_driver, floor, f"[gpus] {name!r} min_driver", needle)
+    last = fields.get("last_branch")
+    if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last <= 0):
+        raise src.error(f"[gpus] {name!r}: last_branch {last!r} is not a driver branch number such as 580", needle)
+    if floor is not None and last is not None and int(floor.split(".")[0]) > last:
+        raise src.error(f"[gpus] {name!r}: min_driver {floor} is past its last_branch R{last}", needle)
+    return Gpu(name=name, arch=arch, min_driver=floor, last_branch=last)
 
 
 def _framework(src: _Source, data: dict[str, Any]) -> Framework:
@@ -293,6 +315,7 @@ def _framework(src: _Source, data: dict[str, Any]) -> Framework:
         releases=tuple(sorted((_release(src, r) for r in releases), key=lambda r: Version(r.version), reverse=True)),
         source=src.path,
         jit_packages=_jit_packages(src, body.get("jit_packages", []), start),
+        lock_requires=_lock_requires(src, body.get("lock_requires", []), start),
         **_lock_shape(src, body, start),
     )
 
@@ -345,6 +368,19 @@ def _jit_packages(src: _Source, value: Any, start: Start) -> tuple[str, ...]:
     return patterns
 
 
+def _lock_requires(src: _Source, value: Any, start: Start) -> tuple[str, ...]:
+    """The framework's ``lock_requires``: PEP 508 requirements without markers or spaces (they go into a lock's
+    ``# inputs:`` line, which is split on spaces); raises MatrixError naming the line otherwise."""
+    out = []
+    for item in _strings(src, value, "lock_requires", "lock_requires"):
+        requirement = src.check(check_requirement, item, "lock_requires", "lock_requires")
+        if " " in requirement or ";" in requirement:
+            raise src.error(f"lock_requires {item!r}: write it without spaces or a marker (numpy, numpy>=2)",
+                            "lock_requires", start)
+        out.append(requirement)
+    return tuple(out)
+
+
 def _pattern(src: _Source, value: Any, start: Start) -> str:
     """The framework's ``cuda_tag`` pattern if every CUDA version makes a tag profile names can carry."""
     value = _placeholders(src, value, CUDA_TAG_FIELDS, "cuda_tag", start)
@@ -373,7 +409,23 @@ def _release(src: _Source, body: Any) -> Release:
         raise src.error(f"release {version}: more than one variant has pypi = true", needle)
     if len({v.cuda for v in built}) != len(built):
         raise src.error(f"release {version}: two variants share one CUDA version", needle)
-    return Release(version=version, python=pythons, companions=companions, variants=built)
+    unavailable = _unavailable(src, body.get("unavailable", {}), pythons, f"release {version}", needle)
+    return Release(version=version, python=pythons, companions=companions, variants=built, unavailable=unavailable)
+
+
+def _unavailable(src: _Source, body: Any, pythons: tuple[str, ...], what: str,
+                 needle: str) -> tuple[tuple[str, str], ...]:
+    """A release's ``unavailable`` table (``{"3.13" = "why"}``): each key one of its ``python`` (a Python it
+    has no wheels for is simply not listed), each reason a non-empty string; raises MatrixError otherwise."""
+    if not isinstance(body, dict):
+        raise src.error(f"{what} unavailable must be a table of Python = reason", needle)
+    for python, reason in body.items():
+        if python not in pythons:
+            raise src.error(f"{what} unavailable: Python {python!r} is not in its python list"
+                            f" ({', '.join(pythons)}); list only Pythons its own wheels exist for", needle)
+        if not isinstance(reason, str) or not reason.strip():
+            raise src.error(f"{what} unavailable {python}: the reason must be a non-empty string", needle)
+    return tuple(sorted((p, " ".join(r.split())) for p, r in body.items()))
 
 
 def _pins(src: _Source, body: Any, what: str, needle: str) -> tuple[tuple[str, str], ...]:
@@ -399,9 +451,64 @@ def _variant(src: _Source, body: Any, version: str, release_start: Start) -> Var
     pypi = body.get("pypi", False)
     if not isinstance(pypi, bool):
         raise src.error(f"{where}: pypi must be true or false", needle)
-    archs = _strings(src, body.get("archs", []), f"{where} archs", needle)
-    pins = _pins(src, body.get("pins", {}), f"{where} pins", needle)
-    return Variant(cuda=cuda, pypi=pypi, pins=pins, archs=archs, **optional)
+    archs = _build_archs(src, body.get("archs", []), where, needle)
+    pins, pin_python = _variant_pins(src, body.get("pins", {}), f"{where} pins", needle)
+    unverified = body.get("unverified")
+    if unverified is not None and (not isinstance(unverified, str) or not unverified.strip()):
+        raise src.error(f"{where}: unverified must be a non-empty string saying what could not be sourced", needle)
+    return Variant(cuda=cuda, pypi=pypi, pins=pins, archs=archs, pin_python=pin_python,
+                   unverified=" ".join(unverified.split()) if unverified else None, **optional)
+
+
+def _build_archs(src: _Source, value: Any, where: str, needle: str) -> tuple[str, ...]:
+    """A variant's ``archs``: distinct ``sm_XY`` (cubin) / ``compute_XY`` (PTX) entries, at least one cubin, in
+    ascending order of XY (``TORCH_CUDA_ARCH_LIST="7.5;8.0;12.0+PTX"`` is ``["sm_75", "sm_80", "sm_120",
+    "compute_120"]``); raises MatrixError naming the line otherwise."""
+    archs = _strings(src, value, f"{where} archs", needle)
+    for arch in archs:
+        if not _BUILD_ARCH.fullmatch(arch):
+            raise src.error(f"{where} archs: {arch!r} is neither sm_XY (a cubin) nor compute_XY (PTX)", needle)
+    if len(set(archs)) != len(archs):
+        raise src.error(f"{where} archs: an entry is given twice", needle)
+    if archs and not any(a.startswith("sm_") for a in archs):
+        raise src.error(f"{where} archs: no sm_XY cubin (PTX alone is not how any build here ships)", needle)
+    numbers = [int(a.split("_")[1]) for a in archs if a.startswith("sm_")]
+    if numbers != sorted(numbers):
+        raise src.error(f"{where} archs: list the sm_XY entries in ascending order", needle)
+    return archs
+
+
+def _variant_pins(src: _Source, body: Any, what: str,
+                  needle: str) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """A variant's ``pins``: ``name = "version"`` (every Python) or ``name = { version = "...", python = "<3.12" }``
+    (only the Pythons a PEP 440 specifier admits, as the wheel's ``python_version`` marker says); returns
+    ``(pins, pin_python)``.  Raises MatrixError naming the line."""
+    if not isinstance(body, dict):
+        raise src.error(f"{what} must be a table of package = version", needle)
+    plain: dict[str, str] = {}
+    only: dict[str, str] = {}
+    for name, value in body.items():
+        if isinstance(value, dict):
+            if set(value) != {"version", "python"}:
+                raise src.error(f"{what} {name}: a table pin has exactly the keys version and python", needle)
+            only[name] = _python_specifier(src, value["python"], f"{what} {name} python", needle)
+            value = value["version"]
+        plain[name] = value
+    pins = _pins(src, plain, what, needle)
+    return pins, tuple(sorted((check_package_name(n, what), spec) for n, spec in only.items()))
+
+
+def _python_specifier(src: _Source, value: Any, what: str, needle: str) -> str:
+    """``value`` if it is a PEP 440 specifier set over Python versions (``<3.12``, ``>=3.9,<3.13``); raises
+    MatrixError otherwise."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidSpecifier(repr(value))
+        return str(SpecifierSet(value))
+    except InvalidSpecifier:
+        raise src.error(f"{what}: {value!r} is not a PEP 440 specifier such as <3.12", needle) from None
 
 
 def _merge_framework(old: Framework | None, new: Framework) -> Framework:

@@ -7,9 +7,11 @@ the strings the matrix wrote (validated as PEP 440 at load) and compared with ``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ..reference import Reference
@@ -75,20 +77,46 @@ class BaseImages:
 
 @dataclass(frozen=True)
 class Variant:
-    """One CUDA build of a framework release, with the exact pins of its wheels."""
+    """One CUDA build of a framework release, with the exact pins of its wheels.
+
+    ``archs`` is the GPU code the build's binaries carry (its ``TORCH_CUDA_ARCH_LIST``), as
+    ``torch.cuda.get_arch_list()`` prints it: ``sm_XY`` a cubin, ``compute_XY`` PTX (``12.0+PTX`` is ``sm_120`` and
+    ``compute_120``).  Empty: not recorded; the build is then judged by its toolkit's nvcc targets.
+    """
 
     cuda: str
     pypi: bool
     cudnn: str | None
     nccl: str | None
-    pins: tuple[tuple[str, str], ...]  # (pip name, exact version), sorted by name
-    archs: tuple[str, ...] = ()  # GPU targets of the build, when narrower than the toolkit's
+    pins: tuple[tuple[str, str], ...]  # (pip name, exact version), sorted by name: on every Python but ...
+    archs: tuple[str, ...] = ()  # the build's GPU code (see above)
+    # ... those of pin_python: (pip name, PEP 440 specifier over the image's Python), as the wheel metadata's
+    # ``python_version`` marker says (``triton==2.3.1; python_version < "3.12"`` -> ("triton", "<3.12"))
+    pin_python: tuple[tuple[str, str], ...] = ()
+    unverified: str | None = None  # why facts of this build could not be sourced; None: every fact has a source
+
+    @property
+    def verified(self) -> bool:
+        """Whether every fact of this build cites a source (``unverified`` unset)."""
+        return self.unverified is None
 
     @property
     def wheel_cuda(self) -> bool:
         """True when the pins carry ``nvidia-*`` wheels: the build brings its own CUDA libraries (every PyPI
         torch since 1.13, the JAX CUDA plugins) and loads them from site-packages, not from the base image."""
         return any(name.startswith(WHEEL_CUDA_PREFIX) for name, _ in self.pins)
+
+    def pins_for(self, python: str) -> tuple[tuple[str, str], ...]:
+        """The pins that apply on Python ``python`` (``3.12``): every pin but those whose ``pin_python``
+        specifier excludes it.  Raises nothing (the loader validated the specifiers)."""
+        only = dict(self.pin_python)
+        return tuple((n, v) for n, v in self.pins if n not in only or _admits(only[n], python))
+
+
+@lru_cache(maxsize=1024)
+def _admits(specifier: str, python: str) -> bool:
+    """Whether PEP 440 ``specifier`` admits Python ``python`` (memoised: ``validate`` asks it thousands of times)."""
+    return SpecifierSet(specifier).contains(python)
 
 
 @dataclass(frozen=True)
@@ -99,6 +127,13 @@ class Release:
     python: tuple[str, ...]
     companions: tuple[tuple[str, str], ...]
     variants: tuple[Variant, ...]
+    # (Python, why): Pythons of ``python`` (the framework's own wheels exist) whose image cannot be built, such as
+    # a companion or a required dependency without a wheel for it
+    unavailable: tuple[tuple[str, str], ...] = ()
+
+    def unavailable_reason(self, python: str) -> str | None:
+        """Why the release cannot be installed on Python ``python``, or None when it can (or has no wheels)."""
+        return dict(self.unavailable).get(python)
 
     @property
     def minor(self) -> str:
@@ -127,11 +162,24 @@ class Framework:
     layers: tuple[tuple[str, tuple[str, ...]], ...] = (("packages", ("*",)),)
     # Extras the lock asks for with a pin (jax-cuda12-plugin -> with-cuda): pin name -> extras
     pin_extras: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Requirements every lock of the framework adds to its pins, unpinned (torch: numpy, which torch leaves
+    # optional): the resolver picks their versions as of the lock's date
+    lock_requires: tuple[str, ...] = ()
 
     def tag_of(self, cuda: str) -> str:
         """The framework's name for a CUDA version: ``cu121`` for torch and 12.1."""
         v = Version(cuda)
         return self.cuda_tag.format(major=v.major, minor=v.minor)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A GPU model ``compat --gpu`` knows: its architecture and the driver branches that can drive it."""
+
+    name: str  # "RTX 5090", or the sm_XY given
+    arch: str  # "sm_120"
+    min_driver: str | None = None  # the first driver release that knows it; None: not recorded
+    last_branch: int | None = None  # the last driver branch that supports it (580 for Volta); None: ongoing
 
 
 @dataclass(frozen=True)
@@ -141,7 +189,7 @@ class Matrix:
     base: BaseImages
     os: Mapping[str, OsInfo]
     cuda: Mapping[str, CudaToolkit]
-    gpus: Mapping[str, str]
+    gpus: Mapping[str, Gpu]
     frameworks: Mapping[str, Framework]
     files: tuple[Path, ...] = field(default=())
 
@@ -165,5 +213,10 @@ class Profile:
         """Every pip package the image pins, sorted: framework, companions and the variant's pins."""
         pins = {self.framework.package: self.release.version}
         pins.update(self.release.companions)
-        pins.update(self.variant.pins)
+        pins.update(self.variant.pins_for(self.python))
         return tuple(sorted(pins.items()))
+
+    @property
+    def verified(self) -> bool:
+        """Whether every fact of the profile's build cites a source (see :attr:`Variant.unverified`)."""
+        return self.variant.verified

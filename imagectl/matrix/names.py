@@ -96,9 +96,13 @@ def _suffix_kind(token: str, matrix: Matrix) -> str | None:
 
 
 def resolve_profile(name: str, matrix: Matrix, python: str | None = None) -> Profile:
-    """The profile ``name`` stands for (``python`` overrides a ``-pyX.Y`` suffix).
+    """The profile ``name`` stands for (``python`` overrides a ``-pyX.Y`` suffix).  A name without an OS gets
+    the first OS of its CUDA's base images that provides its Python.  Every profile it returns satisfies every
+    rule of :data:`~imagectl.matrix.rules.MATRIX_RULES`.
 
-    Raises UnknownProfileError, listing the closest valid names, when nothing or several things match.
+    Raises UnknownProfileError (an InputError), listing the closest valid names, when nothing or several things
+    match, and naming the reason and the names that work when the combination cannot be built (a Python no OS
+    of its CUDA provides, a Python the release is unavailable on, a broken rule).
     """
     parsed = parse_name(name, matrix)
     fw = matrix.frameworks.get(parsed.framework)
@@ -106,8 +110,68 @@ def resolve_profile(name: str, matrix: Matrix, python: str | None = None) -> Pro
         raise _unknown(name, matrix, f"names no framework in the matrix ({', '.join(sorted(matrix.frameworks))})")
     release = _release(fw, parsed.version, name, matrix)
     variant = _variant(fw, release, parsed.cuda_tag, name, matrix)
-    return build_profile(matrix, fw, release, variant, parsed.version, parsed.os, parsed.flavor,
-                         python or parsed.python)
+    wanted = python or parsed.python
+    profile = build_profile(matrix, fw, release, variant, parsed.version, parsed.os, parsed.flavor, wanted)
+    problems = python_problems(matrix, fw, release, variant, profile.python, parsed.os)
+    if not problems:
+        from .rules import MATRIX_RULES, run_rules  # here, not at the top: names must not depend on rules at load
+
+        problems = [f"[{v.rule}] {v.message} (source: {v.source})" for v in run_rules([profile], MATRIX_RULES)]
+    if problems:
+        raise _refused(name, "; ".join(problems), working_names(matrix, fw, release, variant, parsed.version,
+                                                                 parsed.flavor))
+    return profile
+
+
+def python_problems(matrix: Matrix, fw: Framework, release: Release, variant: Variant, python: str,
+                    os_name: str | None = None) -> list[str]:
+    """Why an image of ``release``'s ``variant`` cannot have Python ``python`` (on ``os_name``, else on any OS of
+    its CUDA's base images): the release has no wheels for it, is unavailable on it, or no such OS provides it
+    (as python3 or from its archive).  Empty when it can (pure)."""
+    if python not in release.python:
+        return [f"{fw.name} {release.version} has no wheels for Python {python} (has: {', '.join(release.python)})"]
+    reason = release.unavailable_reason(python)
+    out = [f"{fw.name} {release.version} cannot be installed on Python {python}: {reason}"] if reason else []
+    toolkit = matrix.cuda.get(variant.cuda)
+    oses = [o for o in ([os_name] if os_name else toolkit.os if toolkit else ()) if o in matrix.os]
+    if not any(_provides(matrix.os[o], python) for o in oses):
+        have = "; ".join(f"{o} has {', '.join(_os_pythons(matrix.os[o]))}" for o in oses)
+        where = os_name or f"any OS of CUDA {variant.cuda}'s base images"
+        out.append(f"Python {python} comes neither as python3 nor from the archive of {where} ({have})")
+    return out
+
+
+def working_names(matrix: Matrix, fw: Framework, release: Release, variant: Variant, version: str,
+                  flavor: str | None = None, limit: int = 8) -> list[str]:
+    """The canonical names of ``variant`` (spelled with ``version``) that resolve: each OS of its CUDA with each
+    Python it provides for the release, in the flavour ``flavor`` (else the default), whose profile breaks no
+    rule; at most ``limit``."""
+    from .rules import MATRIX_RULES, run_rules
+
+    toolkit = matrix.cuda.get(variant.cuda)
+    out: list[str] = []
+    for os_name in toolkit.os if toolkit else ():
+        for python in available_pythons(release, matrix.os[os_name]):
+            try:
+                profile = build_profile(matrix, fw, release, variant, version, os_name, flavor, python)
+            except UnknownProfileError:
+                continue
+            if profile.name not in out and not run_rules([profile], MATRIX_RULES):
+                out.append(profile.name)
+    return out[:limit]
+
+
+def _provides(os_info: OsInfo, python: str) -> bool:
+    return python == os_info.python or python in os_info.apt_python
+
+
+def _os_pythons(os_info: OsInfo) -> list[str]:
+    return sorted({os_info.python, *os_info.apt_python}, key=Version)
+
+
+def _refused(name: str, why: str, working: list[str]) -> UnknownProfileError:
+    hint = f"; names that work: {', '.join(working)}" if working else "; no name of this build works"
+    return UnknownProfileError(f"profile {name!r} cannot be built: {why}{hint}")
 
 
 def _release(fw: Framework, version: str, name: str, matrix: Matrix) -> Release:
@@ -133,22 +197,26 @@ def _variant(fw: Framework, release: Release, cuda_tag: str | None, name: str, m
 
 
 def available_pythons(release: Release, os_info: OsInfo) -> list[str]:
-    """The Pythons the release has wheels for that the OS provides (its python3 or its archive)."""
-    return [p for p in release.python if p == os_info.python or p in os_info.apt_python]
+    """The Pythons the release has wheels for, is not unavailable on, and the OS provides (its python3 or its
+    archive)."""
+    return [p for p in release.python if _provides(os_info, p) and not release.unavailable_reason(p)]
 
 
 def default_python(release: Release, os_info: OsInfo) -> str:
-    """The Python a profile builds with: the OS's own when the release supports it, else the newest
-    supported one the OS archive carries, else the newest the release supports (``validate`` flags it)."""
-    if os_info.python in release.python:
+    """The Python a profile builds with: the OS's own when the release can use it, else the newest usable one
+    the OS archive carries, else the newest the release supports (``resolve`` refuses it)."""
+    usable = available_pythons(release, os_info)
+    if os_info.python in usable:
         return os_info.python
-    return max(available_pythons(release, os_info) or list(release.python), key=Version)
+    return max(usable or list(release.python), key=Version)
 
 
-def default_os(matrix: Matrix, release: Release, toolkit: CudaToolkit) -> str:
-    """The first of the toolkit's OSes that provides a Python the release supports (else its first OS)."""
+def default_os(matrix: Matrix, release: Release, toolkit: CudaToolkit, python: str | None = None) -> str:
+    """The first of the toolkit's OSes that provides ``python`` (else any Python the release can use) for the
+    release; else its first OS (``resolve`` refuses such a name)."""
     for name in toolkit.os:
-        if available_pythons(release, matrix.os[name]):
+        usable = available_pythons(release, matrix.os[name])
+        if (python in usable) if python else usable:
             return name
     return toolkit.os[0]
 
@@ -161,7 +229,7 @@ def build_profile(matrix: Matrix, fw: Framework, release: Release, variant: Vari
     if toolkit is None:
         raise UnknownProfileError(f"{base_name}: CUDA {variant.cuda} is not declared in the matrix's [cuda] tables")
     chosen_os = default_os(matrix, release, toolkit)
-    os_name = os_name or chosen_os
+    os_name = os_name or default_os(matrix, release, toolkit, python)
     if os_name not in toolkit.os or os_name not in matrix.os:
         have = ", ".join(toolkit.os)
         raise UnknownProfileError(f"{base_name}: no {os_name} base image for CUDA {variant.cuda} (have: {have})")
@@ -211,6 +279,32 @@ def list_profiles(matrix: Matrix, framework: str | None = None) -> list[Profile]
                     for flavor in matrix.base.flavors_for(variant):
                         out.append(build_profile(matrix, fw, release, variant, release.minor, os_name, flavor))
     return out
+
+
+def resolvable_profiles(matrix: Matrix) -> list[Profile]:
+    """Every profile a name can resolve to: each release (not only each line's newest) x CUDA variant x OS of its
+    base images x Python that OS provides for it x flavour, named with the full release version.  ``validate``
+    runs every rule over them; a variant none of whose Pythons any OS provides contributes nothing (see
+    :func:`unbuildable_variants`)."""
+    out: list[Profile] = []
+    for name in sorted(matrix.frameworks):
+        fw = matrix.frameworks[name]
+        for release in fw.releases:
+            for variant in release.variants:
+                for os_name in matrix.cuda[variant.cuda].os:
+                    for python in available_pythons(release, matrix.os[os_name]):
+                        for flavor in matrix.base.flavors_for(variant):
+                            out.append(build_profile(matrix, fw, release, variant, release.version, os_name, flavor,
+                                                     python))
+    return out
+
+
+def unbuildable_variants(matrix: Matrix) -> list[tuple[Framework, Release, Variant]]:
+    """The (framework, release, variant) triples no name resolves to: no OS of the variant's CUDA provides a
+    Python the release can be installed on."""
+    return [(fw, release, variant) for fw in matrix.frameworks.values() for release in fw.releases
+            for variant in release.variants
+            if not any(available_pythons(release, matrix.os[o]) for o in matrix.cuda[variant.cuda].os)]
 
 
 def _unknown(name: str, matrix: Matrix, why: str) -> UnknownProfileError:

@@ -40,7 +40,7 @@ def _v(profile: Profile, rule: str, message: str, source: str | None = None) -> 
 
 
 def _pin(profile: Profile, prefix: str) -> tuple[str, str] | None:
-    for name, version in profile.variant.pins:
+    for name, version in profile.variant.pins_for(profile.python):
         if name.startswith(prefix):
             return name, version
     return None
@@ -63,6 +63,24 @@ def python_available(p: Profile) -> list[Violation]:
     message = (f"Python {p.python} is neither {p.os.name}'s python3 ({p.os.python})"
                f" nor in its archive ({archive})")
     return [_v(p, "python-available", message, "matrices [os] table")]
+
+
+def python_installable(p: Profile) -> list[Violation]:
+    """The release must not be unavailable on the profile's Python (a companion or dependency without a wheel)."""
+    reason = p.release.unavailable_reason(p.python)
+    if reason is None:
+        return []
+    return [_v(p, "python-installable", f"{p.framework.name} {p.release.version} on Python {p.python}: {reason}")]
+
+
+def unverified_stated(p: Profile) -> list[Violation]:
+    """A build other than the PyPI default without pins, cuDNN or NCCL must say why (``unverified``)."""
+    v = p.variant
+    missing = [what for what, have in (("pins", v.pins), ("cudnn", v.cudnn), ("nccl", v.nccl)) if not have]
+    if v.pypi or not missing or v.unverified:
+        return []
+    message = f"the CUDA {v.cuda} build has no {', '.join(missing)} and no `unverified` reason saying why"
+    return [_v(p, "unverified-stated", message)]
 
 
 def cudnn_pin_agrees(p: Profile) -> list[Violation]:
@@ -96,7 +114,7 @@ def cuda_runtime_agrees(p: Profile) -> list[Violation]:
 def pin_suffix_agrees(p: Profile) -> list[Violation]:
     """Every ``nvidia-*-cuNN`` pin must be built for the variant's CUDA major version."""
     out = []
-    for name, version in p.variant.pins:
+    for name, version in p.variant.pins_for(p.python):
         match = _CU_SUFFIX.match(name)
         if match and int(match[1]) != p.toolkit.major:
             message = f"{name}=={version} is for CUDA {match[1]}, the build is CUDA {p.variant.cuda}"
@@ -129,9 +147,22 @@ def toolkit_release_matches(p: Profile) -> list[Violation]:
     return [_v(p, "toolkit-release", message, "matrices/cuda.toml")]
 
 
+def build_archs_known(p: Profile) -> list[Violation]:
+    """A build's cubins and PTX are for targets its toolkit's nvcc has (CUDA 12.1 cannot build sm_100)."""
+    known = set(p.toolkit.archs)
+    unknown = [a for a in p.variant.archs if "sm_" + a.split("_", 1)[1] not in known]
+    if not unknown:
+        return []
+    build = f"{p.framework.name} {p.release.version}+{p.framework.tag_of(p.variant.cuda)}"
+    message = f"{build} archs {', '.join(unknown)}: not targets of CUDA {p.toolkit.version}'s nvcc ([cuda] archs)"
+    return [_v(p, "build-archs", message)]
+
+
 MATRIX_RULES: tuple[Rule, ...] = (
     python_supported,
     python_available,
+    python_installable,
+    unverified_stated,
     cudnn_pin_agrees,
     nccl_pin_agrees,
     cuda_runtime_agrees,
@@ -139,6 +170,7 @@ MATRIX_RULES: tuple[Rule, ...] = (
     pypi_pins_complete,
     driver_floors_ordered,
     toolkit_release_matches,
+    build_archs_known,
 )
 
 

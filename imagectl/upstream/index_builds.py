@@ -16,6 +16,7 @@ from typing import Any
 
 import requests
 from packaging.requirements import Requirement
+from packaging.tags import Tag
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -30,9 +31,10 @@ from ..pypi import (
     marker_environment,
     parse_wheel,
     project_files,
+    tag_runs_on_cpython,
     wheel_metadata,
 )
-from ..pypi.wheels import cpython_sort_key
+from ..pypi.wheels import cpython_sort_key, is_glibc_linux_x86_64
 
 PREFERRED_PYTHON = "3.11"
 MAX_TRIES = 3  # wheels of one build tried before its metadata counts as unreadable
@@ -58,11 +60,25 @@ class IndexBuild:
     abis: tuple[str, ...]
     yanked: str | None = None
     source: str = ""
+    # the ``interpreter-abi`` tags of those wheels (``cp312-abi3``, ``py3-none``): which Pythons can install it
+    tags: tuple[str, ...] = ()
 
     @property
     def pythons(self) -> tuple[str, ...]:
         """The standard CPython versions of :attr:`abis` (``3.11``); free-threaded ``t`` ABIs are left out."""
         return tuple(python_of_abi(abi) for abi in self.abis if abi.startswith("cp3") and not abi.endswith("t"))
+
+
+def wheel_tags(files: Iterable[DistFile]) -> tuple[str, ...]:
+    """The ``interpreter-abi`` tags of the glibc Linux x86_64 wheels among ``files``, sorted; raises
+    PackageIndexError for a ``*.whl`` name that is not a wheel filename."""
+    return tuple(sorted({f"{tag.interpreter}-{tag.abi}" for file in linux_x86_64_wheels(files)
+                         for tag in parse_wheel(file.filename).tags if is_glibc_linux_x86_64(tag)}))
+
+
+def installs_on(tags: Iterable[str], python: str) -> bool:
+    """Whether a wheel of one of ``tags`` (``cp312-abi3``) installs on CPython ``python`` on Linux x86_64."""
+    return any(tag_runs_on_cpython(Tag(*tag.split("-", 1), "manylinux_2_28_x86_64"), python) for tag in tags)
 
 
 def python_of_abi(abi: str) -> str:
@@ -161,7 +177,8 @@ def read_build(project: str, key: ReleaseKey, files: Sequence[DistFile], index: 
             continue
         return IndexBuild(project=canonicalize_name(project), version=str(key[0]), local=key[1], filename=file.filename,
                           python=marker_python(file, hint), requirements=metadata.requires_dist,
-                          abis=cpython_abis(linux_x86_64_wheels(files)), yanked=yanked_reason(files), source=index)
+                          abis=cpython_abis(linux_x86_64_wheels(files)), yanked=yanked_reason(files), source=index,
+                          tags=wheel_tags(files))
     assert error is not None
     raise error
 

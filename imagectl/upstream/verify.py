@@ -7,11 +7,14 @@ For each release and CUDA variant of a framework, the build the index publishes 
 - ``cuda`` / ``cudnn`` / ``nccl`` with the versions the wheel requires of the CUDA runtime
   (``nvidia-cuda-runtime-cuNN`` or ``cuda-toolkit``, compared as MAJOR.MINOR), ``nvidia-cudnn-cuNN`` and
   ``nvidia-nccl-cuNN``;
-- every entry of ``pins`` with the wheel's requirement on that package (``==``: equal; a range: contains);
+- every entry of ``pins`` with the wheel's requirement on that package (``==``: equal; a range: contains), and
+  on each other Python of the release the pins that apply there (``pin_python``) with the requirements whose
+  ``python_version`` markers hold there (:func:`compare_python_pins`);
 - the release's ``python`` list with the CPython ABIs of the build's Linux x86_64 wheels (free-threaded
   ``cp3XXt`` ABIs are left out: the matrix lists standard CPython builds, the ones imagectl installs);
 - each companion: a requirement of the framework on it, else the companion's own requirement on the
-  framework (``==`` the release, or a range that admits it: a range is reported as *unverifiable*).
+  framework (``==`` the release, or a range that admits it: a range is reported as *unverifiable*); and a
+  Python of the release that the companion publishes no wheel for must be in the release's ``unavailable``.
 
 Requirements are evaluated for the wheel's CPython on Linux x86_64 with no extra or with the extra named
 like the variant's CUDA tag (JAX's ``jax[cuda12]``).  Each finding has a kind: ``differs`` and ``missing``
@@ -42,6 +45,7 @@ from .index_builds import (
     release_key,
     exact_version,
     find_build,
+    installs_on,
     requirements_on,
     satisfies,
 )
@@ -187,9 +191,48 @@ def compare_build(fw: Framework, release: Release, variant: Variant, build: Inde
         rows.append(("yanked", "listed", f"every file yanked{': ' + build.yanked if build.yanked else ''}", DIFFERS))
     for name in FIELD_PACKAGES:
         rows += compare_field(name, getattr(variant, name), field_requirement(requirements, name))
-    rows += compare_pins(variant.pins, requirements, (fw.package, *fw.companions))
+    rows += compare_pins(variant.pins_for(build.python), requirements, (fw.package, *fw.companions))
+    rows += compare_python_pins(fw, release, variant, build)
     rows += compare_python(release.python, build)
     return [PinFinding(fw.name, release.version, tag, *row) for row in rows]
+
+
+def compare_python_pins(fw: Framework, release: Release, variant: Variant, build: IndexBuild) -> list[Row]:
+    """On each Python of the release other than the wheel's own, the variant's pins there
+    (:meth:`Variant.pins_for`) against the wheel's requirements whose markers hold there (pure): a pin required
+    on the wheel's Python that the markers drop there, an exact pin they keep there that the matrix drops, or
+    a requirement that differs there and the pin does not meet, *differs*.  Every CPython wheel of a torch
+    release carries the same requirements and markers, so one wheel's metadata speaks for all of them."""
+    tag = fw.tag_of(variant.cuda)
+    base = applicable(build.requirements, build.python, (tag,))
+    everywhere = {canonicalize_name(n) for n, _ in variant.pins} - {canonicalize_name(fw.package)}
+    rows: list[Row] = []
+    for python in (p for p in release.python if p != build.python):
+        here = applicable(build.requirements, python, (tag,))
+        stated = {canonicalize_name(n): v for n, v in variant.pins_for(python)}
+        for name, version in stated.items():
+            found, there = requirements_on(here, name), requirements_on(base, name)
+            if there and not found:
+                rows.append((f"pin {name} on Python {python}", version, "not required there (marker)", DIFFERS))
+            elif {str(r) for r in found} != {str(r) for r in there} and not all(satisfies(r, version) for r in found):
+                rows.append((f"pin {name} on Python {python}", version, _spec_text(found), DIFFERS))
+        for requirement in here:
+            name, pinned = canonicalize_name(requirement.name), exact_version(requirement)
+            if pinned is not None and name in everywhere and name not in stated:
+                rows.append((f"pin {name} on Python {python}", "-", f"=={pinned} (its marker holds there)", DIFFERS))
+    return rows
+
+
+def compare_companion_pythons(release: Release, tag: str, fw: Framework, name: str, version: str,
+                              companion: IndexBuild | None) -> list[PinFinding]:
+    """A Python of the release that no Linux x86_64 wheel of companion ``name`` installs on (``cp312-abi3``
+    installs on 3.12 and later, ``py3-none`` on all) must be in the release's ``unavailable``, and a Python in
+    ``unavailable`` is not checked (pure; a companion read without its wheel tags is not checked)."""
+    if companion is None or not companion.tags:
+        return []
+    missing = [p for p in release.python if not installs_on(companion.tags, p) and not release.unavailable_reason(p)]
+    return [PinFinding(fw.name, release.version, tag, f"companion {name} on Python {p}", "available",
+                       f"no wheel of {name} {version} installs on CPython {p}", DIFFERS) for p in missing]
 
 
 def compare_companion(fw: Framework, release: Release, tag: str, name: str, version: str,
@@ -299,6 +342,7 @@ def _verify_variant(fw: Framework, release: Release, variant: Variant, files: li
     for name, version in release.companions:
         companion, why = _companion_build(reader, name, version, build.local, release.python)
         findings += compare_companion(fw, release, tag, name, version, requirements, companion, why)
+        findings += compare_companion_pythons(release, tag, fw, name, version, companion)
     return findings
 
 

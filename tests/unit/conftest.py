@@ -103,8 +103,11 @@ class LocalIndex:
                          requires_python=wheel["requires_python"])
         for project in ("torchvision", "torchaudio") if companions else ():
             for version, entry in recorded[project].items():
-                if entry["wheel"]:
-                    self.add(project, entry["wheel"], entry["torch_requirements"], version=version)
+                if not entry["wheel"]:
+                    continue
+                names = {entry["wheel"].replace("cp311-cp311", tag) for tag in entry.get("wheel_tags", ())}
+                for filename in sorted(names | {entry["wheel"]}):  # one wheel per recorded interpreter-abi tag
+                    self.add(project, filename, entry["torch_requirements"], version=version)
         return self
 
     def write(self, redirects: dict[str, str] | None = None, paginate: tuple[str, ...] = ()) -> Path:

@@ -30,7 +30,8 @@ def check_github_matrix(text: str) -> list[dict[str, str]]:
     assert isinstance(include, list)
     for entry in include:
         assert isinstance(entry, dict) and tuple(entry) == GITHUB_KEYS
-        assert all(isinstance(v, str) and v for v in entry.values())
+        assert isinstance(entry["verified"], bool) and (entry["unverified"] is None) == entry["verified"]
+        assert all(isinstance(v, str) and v for k, v in entry.items() if k not in ("verified", "unverified"))
         assert PROFILE_NAME.match(entry["profile"])
     assert len({e["profile"] for e in include}) == len(include)
     return include
@@ -105,7 +106,8 @@ def test_github_matrix_has_one_entry_per_profile(matrix):
     include = check_github_matrix(github_matrix(profiles))
     assert [e["profile"] for e in include] == [p.name for p in profiles]
     first = include[0]
-    assert first == {"profile": "torch-2.7-cu128", "framework": "torch", "cuda": "12.8", "python": first["python"]}
+    assert first == {"profile": "torch-2.7-cu128", "framework": "torch", "cuda": "12.8", "python": first["python"],
+                     "verified": True, "unverified": None}
 
 
 def test_github_empty_matrix_is_the_documented_string():

@@ -30,7 +30,7 @@ def test_blackwell_needs_cuda_12_8(matrix):
     ("rtx 5090", "sm_120"),
 ])
 def test_gpu_names(matrix, gpu, arch):
-    assert gpu_arch(gpu, matrix)[1] == arch
+    assert gpu_arch(gpu, matrix).arch == arch
 
 
 def test_unknown_gpu_and_bad_driver(matrix):

@@ -97,9 +97,21 @@ def test_a_range_is_met_or_not(matrix):
 
 def test_markers_follow_the_wheels_python(matrix):
     fw, release = release_of(matrix)
-    # read for CPython 3.12, triton's marker (python_version < "3.12") does not hold: the stated pin is unconfirmed
-    found = rows(compare_build(fw, release, pypi_variant(release), build(PINS_2_3_1, python="3.12")))
+    # read for CPython 3.12, triton's marker (python_version < "3.12") does not hold, and the matrix pins triton
+    # only where python < 3.12: nothing to report, on 3.12 or on the other Pythons
+    assert compare_build(fw, release, pypi_variant(release), build(PINS_2_3_1, python="3.12")) == []
+    everywhere = replace(pypi_variant(release), pin_python=())  # the pin made unconditional: wrong on 3.12
+    found = rows(compare_build(fw, release, everywhere, build(PINS_2_3_1, python="3.12")))
     assert found == {("pin triton", "2.3.1", "not a direct requirement", UNVERIFIABLE)}
+    found = rows(compare_build(fw, release, everywhere, build(PINS_2_3_1)))
+    assert found == {("pin triton on Python 3.12", "2.3.1", "not required there (marker)", DIFFERS)}
+
+
+def test_a_pin_the_marker_keeps_must_not_be_dropped(matrix):
+    fw, release = release_of(matrix)
+    narrow = replace(pypi_variant(release), pin_python=(("triton", "<3.11"),))
+    found = rows(compare_build(fw, release, narrow, build(PINS_2_3_1, python="3.10")))
+    assert found == {("pin triton on Python 3.11", "-", "==2.3.1 (its marker holds there)", DIFFERS)}
 
 
 def test_pins_for_other_platforms_do_not_count(matrix):
@@ -248,8 +260,8 @@ def test_an_unwritable_junit_file_is_one_line_exit_1(verify, make_index, recorde
 def test_a_wrong_pin_is_a_table_row_and_exit_1(verify, make_index, recorded, copy_matrix, tmp_path):
     matrix_dir = copy_matrix(tmp_path / "m")
     path = matrix_dir / "torch.toml"
-    path.write_text(path.read_text().replace('"nvidia-nccl-cu12" = "2.20.5", "triton" = "2.3.1"',
-                                             '"nvidia-nccl-cu12" = "2.21.5", "triton" = "2.3.1"'))
+    path.write_text(path.read_text().replace('"nvidia-nccl-cu12" = "2.20.5", "triton"',
+                                             '"nvidia-nccl-cu12" = "2.21.5", "triton"'))
     root = make_index().add_recorded(recorded, torch=["2.3.0", "2.3.1"]).write()
     junit = tmp_path / "verify.xml"
     r = verify(root, "--junit", str(junit), matrix_dir=matrix_dir)
@@ -300,10 +312,11 @@ def test_a_pytorch_style_index_with_local_versions(verify, make_index):
         index.add("torch", f"torch-2.3.1+cu118-{abi}-{abi}-linux_x86_64.whl", CU118_PINS + ["sympy"],
                   version="2.3.1+cu118")
     index.add("torch", "torch-2.2.0+cu118-cp311-cp311-linux_x86_64.whl", CU118_PINS, version="2.2.0+cu118")
-    index.add("torchvision", "torchvision-0.18.1+cu118-cp311-cp311-linux_x86_64.whl", ["torch==2.3.1+cu118"],
-              version="0.18.1+cu118")
-    index.add("torchaudio", "torchaudio-2.3.1+cu118-cp311-cp311-linux_x86_64.whl", ["torch==2.3.1"],
-              version="2.3.1+cu118")
+    for abi in ABIS:  # the companions have a wheel for every Python of the release, as on the real index
+        index.add("torchvision", f"torchvision-0.18.1+cu118-{abi}-{abi}-linux_x86_64.whl", ["torch==2.3.1+cu118"],
+                  version="0.18.1+cu118")
+        index.add("torchaudio", f"torchaudio-2.3.1+cu118-{abi}-{abi}-linux_x86_64.whl", ["torch==2.3.1"],
+                  version="2.3.1+cu118")
     r = verify(index.write(), "--json", prefix="whl/cu118")
     assert r.code == 0, r.out + r.err
     report = json.loads(r.out)

@@ -1,0 +1,116 @@
+"""compat over the shipped matrix: (GPU, driver, profile) -> verdict, each row with the source that decides it.
+
+Sources (the same tags as the matrix files cite):
+  [archs]   the `archs` of the torch variant in matrices/torch.toml (TORCH_CUDA_ARCH_LIST of its build script, or
+            torch.cuda.get_arch_list() measured on the wheel; see that file's header)
+  [bincompat] CUDA C++ Programming Guide, "Binary Compatibility": a cubin for X.y runs on X.z with z >= y only
+  [okm]     the first NVIDIA/open-gpu-kernel-modules release whose product table names the GPU (matrices/cuda.toml)
+  [archmatrix] NVIDIA Data Center Drivers, "CUDA Toolkit, Driver, and Architecture Matrix" (Volta: last R580)
+  [relnotes] CUDA release notes, Table 3 and the minor-version compatibility floors (matrices/cuda.toml)
+  [lock]    matrices/locks/jax-0.12.0.1-cuda12-py3.12.txt: nvidia-cuda-runtime-cu12==12.9.79
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from imagectl.config import Config
+from imagectl.lock.runtime import lock_reader
+from imagectl.matrix.compat import profile_verdict
+from imagectl.matrix.gpus import find_gpu
+from imagectl.matrix.names import resolve_profile
+
+ROWS = [
+    # GPU, driver, profile, runs?
+    # The issue's case: R550 cannot drive an RTX 5090, whose first driver is 570.86.16 [okm]
+    ("RTX 5090", "550.54.15", "torch-2.7-cu128", False),
+    # 2.7 cu128 ships sm_120 [archs: CorridorKey#141]; 570.86.16 >= 12.x's 525.60.13: minor-version compat [relnotes]
+    ("RTX 5090", "570.86.16", "torch-2.7-cu128", True),
+    # 2.6.0+cu124 is sm_50..sm_90 without PTX [archs: pytorch#144071]: nothing an sm_120 GPU can run
+    ("RTX 5090", "580.95.05", "torch-2.6-cu124", False),
+    # 2.8/2.10 cu128 start at sm_70 [archs: #157558, #182250]; no cubin of major 6, no PTX
+    ("P100", "580.95.05", "torch-2.8-cu128", False),
+    ("P100", "580.95.05", "torch-2.10-cu128", False),
+    # 2.7 cu126 still has sm_60 [archs: CorridorKey#141]
+    ("P100", "570.124.06", "torch-2.7-cu126", True),
+    # 2.7 cu128 dropped sm_70 (PR #147607) [archs]; 2.8 brought it back (PR #157558); 2.11 dropped it (#182250)
+    ("V100", "570.124.06", "torch-2.7-cu128", False),
+    ("V100", "570.124.06", "torch-2.8-cu128", True),
+    ("V100", "580.95.05", "torch-2.11-cu128", False),
+    # Volta's last driver branch is R580 [archmatrix]: a 595 driver no longer drives a V100
+    ("V100", "595.58.03", "torch-2.7-cu126", False),
+    # sm_86 code runs on sm_89 (same major, 8.9 >= 8.6) [bincompat]; 2.0 cu117 is sm_37..sm_86 [archs: builder 2.0]
+    ("RTX 4090", "535.104.05", "torch-2.0-cu117", True),
+    ("L4", "535.104.05", "torch-2.0-cu117", True),
+    # ... but not on sm_90 (another major) and 2.0 cu117 has no PTX [bincompat]
+    ("H100", "535.104.05", "torch-2.0-cu117", False),
+    # 2.0.1 cu118 carries sm_90 [archs: builder release/2.0:62]
+    ("H100", "535.104.05", "torch-2.0-cu118", True),
+    # R515 predates Hopper: H100's first driver is 520.56.06 [okm]
+    ("H100", "515.65.01", "torch-2.0-cu118", False),
+    # H200 needs R550 (550.40.65) [okm]: an R535 driver cannot drive it, R550 can
+    ("H200", "535.104.05", "torch-2.3-cu121", False),
+    ("H200", "550.54.15", "torch-2.3-cu121", True),
+    # GB10 (sm_121) runs the sm_120 cubin, B300 (sm_103) the sm_100 one [bincompat]; their drivers [okm]
+    ("GB10", "580.95.05", "torch-2.8-cu128", True),
+    ("B300", "580.95.05", "torch-2.11-cu130", True),
+    ("B300", "575.57.08", "torch-2.8-cu128", False),
+    # JAX cuda12 installs CUDA 12.9 [lock], whose nvcc targets sm_100; 575.57.08 is 12.9's floor [relnotes]
+    ("B200", "575.57.08", "jax-0.12-cuda12", True),
+    ("B200", "560.35.05", "jax-0.12-cuda12", False),   # B200's first driver is 570.86.15 [okm]
+    # no lock for cuda13: the nominal CUDA 13.0 (sm_100 target, floor 580) [relnotes]
+    ("B200", "580.95.05", "jax-0.12-cuda13", True),
+    # an arch alone: every known sm_120 GPU needs 570.86.16 or later [okm]
+    ("sm_120", "560.35.05", "torch-2.8-cu128", False),
+    # 450.80.02 is CUDA 11.x's minor-version floor [relnotes]; A100 predates every floor here
+    ("A100", "450.80.02", "torch-2.0-cu117", True),
+    # 470.82.01 is below CUDA 12.x's minor-version floor 525.60.13 [relnotes]
+    ("T4", "470.82.01", "torch-2.3-cu121", False),
+]
+
+
+@pytest.fixture
+def locks(shipped_matrix):
+    return lock_reader(Config(), shipped_matrix)
+
+
+@pytest.mark.parametrize("gpu, driver, name, runs", ROWS, ids=[f"{g}-{d}-{n}" for g, d, n, _ in ROWS])
+def test_compat_table(shipped_matrix, locks, gpu, driver, name, runs):
+    reasons, notes = profile_verdict(resolve_profile(name, shipped_matrix), driver, find_gpu(gpu, shipped_matrix),
+                                     locks)
+    assert (not reasons) is runs, (reasons, notes)
+
+
+def test_the_verdict_says_which_rule_applied(shipped_matrix, locks):
+    def verdict(gpu, driver, name):
+        return profile_verdict(resolve_profile(name, shipped_matrix), driver, find_gpu(gpu, shipped_matrix), locks)
+
+    _, notes = verdict("RTX 4090", "535.104.05", "torch-2.0-cu117")
+    assert "RTX 4090 (sm_89) runs sm_86 code (same major, 8.9 >= 8.6)" in notes
+    reasons, _ = verdict("P100", "580.95.05", "torch-2.8-cu128")
+    assert "no cubin for sm_60 or an earlier sm_6x, and no PTX <= 6.0" in reasons[0]
+    assert "(sm_70..sm_120, no PTX)" in reasons[0] and "not built for it" in reasons[0]
+    reasons, _ = verdict("H100", "535.104.05", "torch-2.0-cu117")
+    assert "a newer CUDA build is needed" in reasons[0]
+    reasons, _ = verdict("RTX 5090", "550.54.15", "torch-2.7-cu128")
+    assert reasons == ["driver 550.54.15 predates RTX 5090 (sm_120): the first driver that knows it is 570.86.16"
+                       " (R570)"]
+    reasons, _ = verdict("V100", "595.58.03", "torch-2.7-cu126")
+    assert reasons == ["driver 595.58.03 no longer supports V100 (sm_70): its last driver branch is R580"]
+
+
+def test_jax_follows_its_lock(shipped_matrix, locks):
+    profile = resolve_profile("jax-0.12-cuda12", shipped_matrix)
+    reasons, notes = profile_verdict(profile, "570.124.06", None, locks)
+    assert reasons == [] and any("nvidia-cuda-runtime-cu12==12.9.79" in n and "CUDA 12.9" in n for n in notes)
+    assert any("575.57.08: runs under CUDA minor-version compatibility" in n for n in notes)  # 12.9's floor, not 12.6's
+    _, notes = profile_verdict(resolve_profile("jax-0.12-cuda13", shipped_matrix), "580.95.05", None, locks)
+    assert any(n.startswith("no lock applies") and "nominal CUDA 13.0" in n for n in notes)
+
+
+def test_compat_cli_says_no_for_an_rtx_5090_on_r550(run_cli):
+    r = run_cli("compat", "--driver", "550.54.15", "--gpu", "RTX 5090")
+    assert r.code == 0
+    assert "no    torch-2.7-cu128: driver 550.54.15 predates RTX 5090 (sm_120)" in r.out
+    r = run_cli("check", "torch==2.7.1", "cuda=12.8", "driver=550.54.15", "gpu=RTX 5090")
+    assert r.code == 1 and "predates RTX 5090" in r.out

@@ -1,0 +1,148 @@
+"""What the shipped matrix admits about itself (issue 11, items 7, 8 and 9): unverified builds marked in every
+output, the newest line's missing companions and numpy, and base tags that cite a source."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from imagectl.lock.target import lock_inputs
+from imagectl.matrix.listing import companion_note, profile_notes
+from imagectl.matrix.names import list_profiles, resolvable_profiles, resolve_profile
+
+REPO = Path(__file__).resolve().parents[3]
+UNVERIFIED = "torch-2.15-cu130"  # download.pytorch.org's cu130 build of 2.15: nothing but its existence sourced
+
+
+# --- item 7: unverified builds are visible -----------------------------------------------------------------
+
+
+def test_unverified_is_data_not_a_comment(shipped_matrix):
+    text = (REPO / "matrices" / "torch.toml").read_text()
+    left = re.findall(r"(?mi)^  # unverified: .*(?:pins|nccl|cudnn).*$", text)  # (GPU arch notes are not ours)
+    assert not left, f"a variant still says it in a comment: {left}"
+    torch = shipped_matrix.frameworks["torch"]
+    unverified = [(r.version, v.cuda) for r in torch.releases for v in r.variants if not v.verified]
+    assert len(unverified) == 22 and ("2.15.0", "13.0") in unverified
+    assert all(v.verified for r in torch.releases for v in r.variants if v.pypi)  # read from the wheel metadata
+
+
+def test_a_build_without_pins_cudnn_or_nccl_must_say_why(shipped_matrix):
+    from dataclasses import replace
+
+    from imagectl.matrix.rules import unverified_stated
+
+    p = resolve_profile(UNVERIFIED, shipped_matrix)
+    [violation] = unverified_stated(replace(p, variant=replace(p.variant, unverified=None)))
+    assert violation.rule == "unverified-stated" and "no pins, cudnn, nccl" in violation.message
+    assert all(unverified_stated(p) == [] for p in resolvable_profiles(shipped_matrix))
+
+
+def test_list_json_and_table_mark_unverified_builds(run_cli):
+    rows = {r["name"]: r for r in json.loads(run_cli("list", "--json").out)}
+    assert rows[UNVERIFIED]["verified"] is False and "no source for its cuDNN" in rows[UNVERIFIED]["unverified"]
+    assert rows["torch-2.15-cu132"]["verified"] is True and rows["torch-2.15-cu132"]["unverified"] is None
+    table = run_cli("list").out.splitlines()
+    columns = table[0].split()
+    assert "VERIFIED" in columns and columns[-1] == "LOCK"
+    row = next(line.split() for line in table if line.split()[0] == UNVERIFIED)
+    assert row[columns.index("VERIFIED")] == "NO"
+
+
+def test_show_says_why_a_build_is_unverified(run_cli):
+    info = json.loads(run_cli("show", UNVERIFIED, "--json").out)
+    assert info["verified"] is False and info["unverified"].startswith("no source for its cuDNN, NCCL and pins")
+    assert info["notes"][0] == f"unverified: {info['unverified']}"
+    text = run_cli("show", UNVERIFIED).out
+    assert re.search(r"(?m)^verified +no: no source for its cuDNN, NCCL and pins", text)
+
+
+def test_matrix_formats_carry_verified(run_cli):
+    rows = {r["name"]: r for r in json.loads(run_cli("matrix", "--format", "json").out)}
+    assert rows[UNVERIFIED]["verified"] is False and rows[UNVERIFIED]["unverified"]
+    include = {e["profile"]: e for e in json.loads(run_cli("matrix", "--format", "github").out)["include"]}
+    assert include[UNVERIFIED]["verified"] is False and include["torch-2.15-cu132"]["unverified"] is None
+    markdown = run_cli("matrix", "--format", "markdown").out
+    assert "| Verified |" in markdown.splitlines()[0]
+    assert re.search(rf"`{UNVERIFIED}` \| no: no source for its cuDNN", markdown)
+    assert re.search(r"`torch-2.15-cu132` \| yes \|", markdown)
+    gitlab = run_cli("matrix", "--format", "gitlab").out
+    assert f"# unverified: {UNVERIFIED}: no source for its cuDNN" in gitlab
+
+
+@pytest.fixture
+def fake_engine(monkeypatch):
+    """``build`` over the fake engine of tests/unit/images (no Docker, no registry)."""
+    import imagectl.engine.docker
+    from imagectl.images import builder
+    from tests.unit.images.enginefake import FakeEngine, FakeRegistry
+
+    registry = FakeRegistry()
+    monkeypatch.setattr(builder, "open_tag_store", registry.open_tag_store)
+    monkeypatch.setattr(imagectl.engine.docker, "LazyEngine", lambda: FakeEngine(registry))
+    monkeypatch.setattr(builder, "resolve_base_digest", lambda base, config, engine: "sha256:" + "b" * 64)
+
+
+def test_build_says_unverified_and_missing_companions_before_it_starts(run_cli, fake_engine):
+    r = run_cli("build", "--plan", UNVERIFIED)
+    notes = [line for line in r.err.splitlines() if line.startswith("note: ")]
+    assert notes[:2] == [
+        f"note: {UNVERIFIED}: unverified: no source for its cuDNN, NCCL and pins: cu130 is \"Stable, available via"
+        " download.pytorch.org\" per RFC #190385 (open) [rfc]; its cuDNN is \"TBD\" there and the release/2.15"
+        " matrix script is not readable.",
+        f"note: {UNVERIFIED}: companions: none released for torch 2.15 yet (torchvision, torchaudio)",
+    ]
+    assert r.err.index(notes[0]) == 0  # before anything else the build says
+
+
+# --- item 8: the newest line -------------------------------------------------------------------------------
+
+
+def test_companions_none_released_for_the_newest_line(shipped_matrix, run_cli):
+    newest = resolve_profile("torch-2.15-cu132", shipped_matrix)
+    assert companion_note(newest) == "none released for torch 2.15 yet (torchvision, torchaudio)"
+    assert profile_notes(newest) == ["companions: none released for torch 2.15 yet (torchvision, torchaudio)"]
+    assert companion_note(resolve_profile("torch-2.14-cu130", shipped_matrix)) == "no torchaudio release for torch 2.14"
+    assert companion_note(resolve_profile("torch-2.9-cu128", shipped_matrix)) is None
+    text = run_cli("show", "torch-2.15-cu132").out
+    assert re.search(r"(?m)^companions +none released for torch 2.15 yet \(torchvision, torchaudio\)$", text)
+    assert json.loads(run_cli("show", "torch-2.15-cu132", "--json").out)["companions"] == {}
+
+
+def test_numpy_is_in_every_torch_lock(shipped_matrix):
+    torch = shipped_matrix.frameworks["torch"]
+    assert torch.lock_requires == ("numpy",) and shipped_matrix.frameworks["jax"].lock_requires == ()
+    for profile in list_profiles(shipped_matrix, "torch"):
+        assert lock_inputs(profile)[-1] == "numpy", profile.name
+    locks = sorted((REPO / "matrices" / "locks").glob("torch-*.txt"))
+    assert locks and all(re.search(r"(?m)^numpy==", path.read_text()) for path in locks)
+    assert all(re.search(r"(?m)^# inputs: .* numpy$", path.read_text()) for path in locks)
+    assert (REPO / "matrices" / "locks" / "torch-2.15.0-cu132-py3.12.txt").is_file()
+
+
+# --- item 9: base tags -------------------------------------------------------------------------------------
+
+
+def test_no_base_tag_without_a_source(shipped_matrix):
+    """12.8.2-*-ubuntu20.04 tags have no source (12.8.1 and 12.9.1 do): the matrix makes none."""
+    assert "ubuntu20.04" not in shipped_matrix.cuda["12.8"].os
+    tags = {str(p.base_image) for p in resolvable_profiles(shipped_matrix)}
+    assert not any(":12.8.2-" in t and t.endswith("-ubuntu20.04") for t in tags)
+    assert {"docker.io/nvidia/cuda:12.6.3-base-ubuntu20.04", "docker.io/nvidia/cuda:12.9.1-runtime-ubuntu20.04"} <= tags
+
+
+def test_every_toolkits_base_tags_cite_their_source():
+    text = (REPO / "matrices" / "cuda.toml").read_text()
+    for table in re.split(r"(?m)^\[cuda\.", text)[1:]:
+        version = table.split('"')[1]
+        release = re.search(r'(?m)^release = "([^"]+)"', table)[1]
+        os_line = re.search(r"(?m)^os = \[([^\]]*)\] *#(.*)$", table)
+        oses = [o.strip().strip('"') for o in os_line[1].split(",")]
+        comment = os_line[2]
+        assert "[hub]" in comment and re.match(rf" *(nvidia/cuda:)?{re.escape(release)}-", comment), version
+        named = re.search(r"ubuntu\{([^}]*)\}|ubuntu([0-9.]+)", comment)
+        listed = named[1].split(",") if named[1] else [named[2]]
+        assert [f"ubuntu{v}" for v in listed] == oses, version
