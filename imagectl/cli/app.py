@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
@@ -68,6 +68,31 @@ def check_framework(ws: "Workspace", framework: str | None) -> str | None:
     if framework is not None and framework not in ws.matrix.frameworks:
         raise InputError(f"--framework {framework!r}: not in the matrix ({', '.join(sorted(ws.matrix.frameworks))})")
     return framework
+
+
+def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """Shell completion of profile names (``imagectl list``'s, with ``--config`` and ``[paths] matrices``
+    honoured); nothing when the configuration or the matrix cannot be read (completion never prints errors)."""
+    from click.shell_completion import CompletionItem
+
+    from ..errors import ImagectlError
+
+    try:
+        from ..config import load_config
+        from ..matrix.names import list_profiles
+        from .workspace import Workspace
+
+        root = ctx.find_root()
+        config_path = (root.params or {}).get("config_path")
+        names = [p.name for p in list_profiles(Workspace(load_config(config_path)).matrix)]
+    except (ImagectlError, OSError):
+        return []
+    return [CompletionItem(name) for name in names if name.startswith(incomplete)]
+
+
+def profile_argument(name: str, **kwargs: Any) -> Callable[[Any], Any]:
+    """A click argument naming profiles, completed by the shell (see README, Shell completion)."""
+    return click.argument(name, shell_complete=complete_profiles, **kwargs)
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")

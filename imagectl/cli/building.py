@@ -10,23 +10,59 @@ import click
 
 from ..errors import InputError
 from ..redact import redact
-from .app import echo_json, python_option, workspace
+from .app import echo_json, python_option, workspace, profile_argument
+
+
+PROGRESS_MODES = ("auto", "plain", "quiet")
 
 
 def _line_sink(quiet: bool, prefix: str, secrets: Sequence[str] = ()) -> Callable[[str], None]:
-    """A thread-safe printer of engine output lines (one overwritten progress line when ``quiet``); each line is
-    redacted first: URL userinfo and ``secrets`` (the configured build-arg values and index passwords)."""
+    """A thread-safe printer of output lines on stderr (nothing when ``quiet``), each redacted first: URL userinfo
+    and ``secrets`` (the configured build-arg values and index passwords).  Used by ``test``."""
     lock = threading.Lock()
 
     def sink(line: str) -> None:
+        if quiet:
+            return
         line = redact(line, secrets)
         with lock:
-            if quiet:
-                click.echo(f"\r\033[K{prefix}{line[:100]}", nl=False, err=True)
-            else:
-                click.echo(f"{prefix}{line}", err=True)
+            click.echo(f"{prefix}{line}", err=True)
 
     return sink
+
+
+class _Progress:
+    """How ``build`` shows its progress on stderr: ``plain`` timestamped lines (never ``\r``; the default when
+    stderr is not a terminal), a ``live`` display redrawing one line per running profile (``auto`` on a
+    terminal), or nothing (``quiet``).  Every line is redacted first."""
+
+    def __init__(self, mode: str, names: Sequence[str], secrets: Sequence[str]) -> None:
+        import shutil
+
+        from ..progress import LiveDisplay, plain_sink
+
+        self.secrets = secrets
+        self.mode = "live" if mode == "auto" and sys.stderr.isatty() else "plain" if mode == "auto" else mode
+        self._live = (LiveDisplay(sys.stderr, shutil.get_terminal_size((100, 20)).columns - 1)
+                      if self.mode == "live" else None)
+        self._plain = plain_sink
+        self._several = len(set(names)) > 1
+
+    def sink(self, name: str) -> Callable[[str], None]:
+        """The line sink of profile ``name``."""
+        if self.mode == "quiet":
+            return lambda line: None
+        inner = self._live.sink(name) if self._live else self._plain(sys.stderr, f"[{name}] " if self._several else "")
+        return lambda line: inner(redact(line, self.secrets))
+
+    def close(self) -> None:
+        if self._live:
+            self._live.close()
+
+    @property
+    def streamed(self) -> bool:
+        """Whether every output line was shown as it came (then a failure's log tail is not shown again)."""
+        return self.mode == "plain"
 
 
 def _emit(document: dict[str, Any], as_json: bool, metadata_file: str | None, text: Callable[[], str]) -> None:
@@ -46,7 +82,7 @@ def _emit(document: dict[str, Any], as_json: bool, metadata_file: str | None, te
 
 
 @click.command("build")
-@click.argument("names", nargs=-1)
+@profile_argument("names", nargs=-1)
 @click.option("--all", "build_all", is_flag=True, help="Build every profile of the matrix.")
 @click.option("-j", "--jobs", default=1, show_default=True, type=click.IntRange(1, 32), help="Profiles built at once.")
 @click.option("--push", is_flag=True, help="Push to the configured registry (implied when one is configured).")
@@ -61,7 +97,9 @@ def _emit(document: dict[str, Any], as_json: bool, metadata_file: str | None, te
 @click.option("--suffix", metavar="NAME",
               help="Repository suffix for an image with extras (default: x + a hash of them).")
 @click.option("--gpu", "gpu_check", is_flag=True, help="Also run the GPU part of the in-image check.")
-@click.option("--quiet", "-q", is_flag=True, help="One progress line instead of the build output.")
+@click.option("--progress", "progress", type=click.Choice(PROGRESS_MODES), default="auto", show_default=True,
+              help="plain: timestamped lines; auto: a live display on a terminal, else plain; quiet: none.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output (--progress=quiet).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results (or the plan) as one JSON document.")
 @click.option("--metadata-file", metavar="FILE", type=click.Path(dir_okay=False),
               help="Also write the JSON document to FILE.")
@@ -69,8 +107,8 @@ def _emit(document: dict[str, Any], as_json: bool, metadata_file: str | None, te
 @click.pass_context
 def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs: int, push: bool, python: str | None,
               no_cache: bool, force: bool, extras: tuple[str, ...], requirements_file: str | None, base: str | None,
-              suffix: str | None, gpu_check: bool, quiet: bool, as_json: bool, metadata_file: str | None,
-              plan: bool) -> int:
+              suffix: str | None, gpu_check: bool, progress: str, quiet: bool, as_json: bool,
+              metadata_file: str | None, plan: bool) -> int:
     """Build the profiles NAMES (e.g. torch-2.3-cu121), check them, tag them and push them."""
     from ..engine.docker import LazyEngine
     from ..grammar import check_python, check_requirement, check_token
@@ -92,6 +130,10 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
     if suffix:
         check_token(suffix, "--suffix")
     profiles = list_profiles(ws.matrix) if build_all else [ws.profile(n, python) for n in names]
+    from ..matrix.listing import profile_notes  # an unverified build, companions not released: said before it starts
+
+    for note in (f"note: {p.name}: {n}" for p in profiles for n in profile_notes(p)):
+        click.echo(note, err=True)
     engine = LazyEngine()
     options = BuildOptions(force=force, no_cache=no_cache, extras=extras, gpu_check=gpu_check, base=base, suffix=suffix)
     secrets = ws.config.secret_values
@@ -100,22 +142,25 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
         _emit(plan_document(entries, secrets), as_json, metadata_file, lambda: plan_table(entries))
         return 1 if any(e.action == "refused" for e in entries) else 0
     refuse_conflicting_extras(profiles, ws.config, options)
-    prefix = (lambda name: f"[{name}] ") if len(profiles) > 1 else (lambda name: "")
-    results = build_many(profiles, ws.config, engine, options, jobs,
-                         lambda name: _line_sink(quiet, prefix(name), secrets))
-    if quiet:
-        click.echo("", err=True)
+    shown = _Progress("quiet" if quiet else progress, [p.name for p in profiles], secrets)
+    try:
+        results = build_many(profiles, ws.config, engine, options, jobs, shown.sink)
+    finally:
+        shown.close()
     _emit(build_document(results, secrets), as_json, metadata_file, lambda: summary_table(results))
     for r in results:
         for note in r.notes:
             click.echo(redact(f"note: {r.profile}: {note}", secrets), err=True)
         if r.status == "failed":
+            if not shown.streamed:  # the log was not on the screen: its tail, once
+                for line in r.log_tail[-20:]:
+                    click.echo(redact(f"| {line}", secrets), err=True)
             click.echo(redact(f"imagectl: {r.profile}: {r.error}", secrets), err=True)
     return max((r.exit_code or 1 for r in results if r.status == "failed"), default=0)
 
 
 @click.command("test")
-@click.argument("target")
+@profile_argument("target")
 @click.option("--gpu", is_flag=True, help="Also run a CUDA operation and a one-process NCCL all-reduce.")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.option("--junit", metavar="FILE", type=click.Path(dir_okay=False), help="Also write JUnit XML.")

@@ -7,11 +7,11 @@ from pathlib import Path
 import click
 
 from ..errors import ImagectlError, InputError
-from .app import check_framework, framework_option, python_option, workspace
+from .app import check_framework, framework_option, python_option, workspace, profile_argument
 
 
 @click.command("lock")
-@click.argument("names", nargs=-1)
+@profile_argument("names", nargs=-1)
 @click.option("--all", "lock_all", is_flag=True, help="Lock every profile 'imagectl list' shows.")
 @framework_option
 @python_option

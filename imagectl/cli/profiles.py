@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import InputError, OperationError
-from .app import check_framework, echo_json, framework_option, json_option, python_option, workspace
+from .app import check_framework, echo_json, framework_option, json_option, python_option, workspace, profile_argument
 
 
 @click.command("list")
@@ -18,39 +18,31 @@ def cmd_list(ctx: click.Context, framework: str | None, as_json: bool) -> None:
     """List every profile of the matrix."""
     from ..matrix.listing import list_row
     from .table import format_table
-    from .views import LIST_COLUMNS, lock_origin
+    from .views import LIST_COLUMNS, list_table_row, lock_origin
     from ..matrix.names import list_profiles
 
     ws = workspace(ctx)
     rows = [{**list_row(p), "lock": lock_origin(p, ws.config)}
             for p in list_profiles(ws.matrix, check_framework(ws, framework))]
-    echo_json(rows) if as_json else click.echo(format_table(rows, LIST_COLUMNS))
+    echo_json(rows) if as_json else click.echo(format_table([list_table_row(r) for r in rows], LIST_COLUMNS))
 
 
 @click.command("show")
-@click.argument("name")
+@profile_argument("name")
 @python_option
 @json_option
 @click.pass_context
 def cmd_show(ctx: click.Context, name: str, python: str | None, as_json: bool) -> None:
     """Show the resolved profile NAME (e.g. torch-2.3-cu121)."""
     from ..grammar import check_python
-    from .views import describe_profile
+    from .views import describe_profile, show_text
 
     ws = workspace(ctx)
     info = describe_profile(ws.profile(name, python and check_python(python, "--python")), ws.config)
     if as_json:
         echo_json(info)
         return
-    for key, value in info.items():
-        if key == "packages":
-            value = " ".join(f"{k}=={v}" for k, v in value.items())
-        elif key == "lock":
-            value = (f"{value['origin']} {value['path']} ({len(value['packages'])} packages, as of {value['as_of']}, "
-                     f"sha256 {value['sha256'][:12]})") if value else "none: locked at build time"
-        elif isinstance(value, list):
-            value = " ".join(value)
-        click.echo(f"{key:20} {value}")
+    click.echo(show_text(info))
 
 
 @click.command("validate")
@@ -106,6 +98,7 @@ def _validate_json(report) -> dict:
 def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None, framework: str | None, show_all: bool,
                as_json: bool) -> int:
     """Which profiles can run on a node with this driver (and GPU), and why the others cannot."""
+    from ..lock.runtime import lock_reader
     from ..matrix.compat import gpu_arch, node_verdicts
     from ..matrix.names import list_profiles
     from ..nvidia_smi import read_node
@@ -115,7 +108,8 @@ def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None, framewor
     if driver is None:
         driver, detected = read_node()
         gpu = detected if gpu is None else gpu
-    verdicts = node_verdicts(profiles, driver, gpu_arch(gpu, ws.matrix) if gpu is not None else None)
+    node_gpu = gpu_arch(gpu, ws.matrix) if gpu is not None else None
+    verdicts = node_verdicts(profiles, driver, node_gpu, lock_reader(ws.config, ws.matrix))
     if as_json:
         echo_json([
             {"name": v.profile, "compatible": v.ok, "reasons": list(v.reasons), "notes": list(v.notes)}
@@ -139,10 +133,17 @@ def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None, framewor
 @click.pass_context
 def cmd_check(ctx: click.Context, items: tuple[str, ...], as_json: bool) -> int:
     """Is an ad-hoc combination compatible?  e.g. torch==2.3.1 cuda=12.1 python=3.12 nccl=2.20.5"""
+    from ..lock.runtime import lock_reader
     from ..matrix.compat import check_combination, parse_combination
 
     ws = workspace(ctx)
-    reasons, notes, profile = check_combination(parse_combination(items, ws.matrix), ws.matrix)
+    combo = parse_combination(items, ws.matrix)
+    reasons, notes, profile = check_combination(combo, ws.matrix, lock_reader(ws.config, ws.matrix))
+    if profile is not None and (combo.python is None or combo.python in profile.release.python):
+        from ..matrix.names import python_problems  # python-available and unavailable Pythons: no image to build
+
+        problems = python_problems(ws.matrix, profile.framework, profile.release, profile.variant, profile.python)
+        reasons, profile = reasons + problems, None if problems else profile
     if as_json:
         echo_json({
             "compatible": not reasons, "reasons": reasons, "notes": notes, "profile": profile.name if profile else None
@@ -155,7 +156,7 @@ def cmd_check(ctx: click.Context, items: tuple[str, ...], as_json: bool) -> int:
 
 
 @click.command("render")
-@click.argument("name")
+@profile_argument("name")
 @click.option("-o", "--output", metavar="DIR", type=click.Path(file_okay=False),
               help="Write the whole build context here.")
 @python_option

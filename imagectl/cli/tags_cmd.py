@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from ..config import MAX_MIN_AGE_DAYS
-from .app import echo_json, json_option, workspace
+from .app import echo_json, json_option, workspace, profile_argument
 
 
 def _engine_factory() -> Callable[[], Any]:
@@ -40,7 +40,7 @@ def _stderr(line: str) -> None:
 
 
 @click.command("history")
-@click.argument("name")
+@profile_argument("name")
 @click.option("--moves", "only_moves", is_flag=True,
               help="Only the log of moves (rollbacks, promotions, builds, imports).")
 @json_option
@@ -61,7 +61,7 @@ def cmd_history(ctx: click.Context, name: str, only_moves: bool, as_json: bool) 
 
 
 @click.command("rollback")
-@click.argument("name")
+@profile_argument("name")
 @click.option("--to", "to", metavar="TAG|DIGEST",
               help="An immutable tag of NAME, or a digest one points to (default: the previous image).")
 @json_option
@@ -79,7 +79,7 @@ def cmd_rollback(ctx: click.Context, name: str, to: str | None, as_json: bool) -
 
 
 @click.command("promote")
-@click.argument("name")
+@profile_argument("name")
 @click.option("--channel", required=True, metavar="NAME", help="The channel to move (stable, canary, ...).")
 @click.option("--from", "source", default="latest", show_default=True, metavar="TAG",
               help="An immutable tag, a digest, latest (where the moving tag points now) or another channel.")
@@ -119,7 +119,7 @@ def _report_move(result: Any, repository: str, as_json: bool) -> None:
 
 
 @click.command("prune")
-@click.argument("name")
+@profile_argument("name")
 @click.option("--keep", required=True, type=click.IntRange(min=0), metavar="N",
               help="Keep the newest N immutable tags.")
 @click.option("--min-age-days", type=click.IntRange(min=0, max=MAX_MIN_AGE_DAYS), metavar="DAYS",

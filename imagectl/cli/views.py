@@ -6,14 +6,20 @@ from typing import Any
 
 from ..config import Config
 from ..lock.store import lock_summary
+from ..matrix.listing import profile_notes
 from ..matrix.model import Profile
 from ..pip_index import index_url
 from ..render.context import base_reference
 from ..tags.naming import moving_reference
 
-LIST_COLUMNS = ("name", "framework_version", "cuda", "cudnn", "nccl", "python", "min_driver", "lock")
+LIST_COLUMNS = ("name", "framework_version", "cuda", "cudnn", "nccl", "python", "min_driver", "verified", "lock")
 # list's lock column: where the lock a build installs comes from; "build" = locked at build time (unlocked here)
 UNLOCKED = "build"
+
+
+def list_table_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A ``list --json`` row as the table shows it: ``verified`` is ``yes``, or ``NO`` (see ``show`` for why)."""
+    return {**row, "verified": "yes" if row["verified"] else "NO"}
 
 
 def lock_origin(profile: Profile, config: Config) -> str:
@@ -44,9 +50,36 @@ def describe_profile(profile: Profile, config: Config) -> dict[str, Any]:
         "min_driver_compat": profile.toolkit.min_driver_compat,
         "gpu_archs": list(profile.variant.archs or profile.toolkit.archs),
         "pypi_default_build": profile.variant.pypi,
+        "verified": profile.verified,
+        "unverified": profile.variant.unverified,  # why the build's facts could not all be sourced, or None
+        "companions": dict(profile.release.companions),
+        "notes": profile_notes(profile),  # unverified build, companions not released (as build prints them)
         "index_url": index_url(profile, config),
         "packages": dict(profile.packages),
         # the lock a build installs; None: no lock file applies, the build locks at build time
         "lock": lock_summary(profile, config, index_url(profile, config)),
         "image": moving_reference(profile.name, config).familiar,
     }
+
+
+def show_text(info: dict[str, Any]) -> str:
+    """``show`` as text: one ``key  value`` line per key of :func:`describe_profile` (``verified`` says why not,
+    ``companions`` says when none or some are released; ``unverified`` and ``notes`` are said there)."""
+    notes = {note.split(": ", 1)[0]: note.split(": ", 1)[1] for note in info["notes"]}
+    lines = []
+    for key, value in info.items():
+        if key in ("unverified", "notes"):
+            continue
+        if key == "verified":
+            value = "yes" if value else f"no: {info['unverified']}"
+        elif key in ("companions", "packages"):
+            value = " ".join(f"{k}=={v}" for k, v in value.items())
+            if key == "companions" and "companions" in notes:
+                value = f"{value}  ({notes['companions']})" if value else notes["companions"]
+        elif key == "lock":
+            value = (f"{value['origin']} {value['path']} ({len(value['packages'])} packages, as of {value['as_of']}, "
+                     f"sha256 {value['sha256'][:12]})") if value else "none: locked at build time"
+        elif isinstance(value, list):
+            value = " ".join(value)
+        lines.append(f"{key:20} {value}")
+    return "\n".join(lines)

@@ -43,7 +43,7 @@ def test_show_json_keys(run_cli):
     assert info["framework_version"] == "2.3.1" and info["cuda"] == "12.1"
     assert info["cudnn"] == "8.9.2.26" and info["nccl"] == "2.20.5"
     assert info["packages"]["torch"] == "2.3.1" and info["packages"]["nvidia-nccl-cu12"] == "2.20.5"
-    assert info["image"] == "imagectl/torch-2.3-cu121:latest"
+    assert info["image"] == "localhost/imagectl/torch-2.3-cu121:latest"
     assert info["base_image"].startswith("docker.io/nvidia/cuda:12.1")
 
 
@@ -113,7 +113,7 @@ def test_compat(run_cli):
     assert r.code == 0 and not verdicts["torch-2.3-cu121"]["compatible"]
     assert "floor" in verdicts["torch-2.3-cu121"]["reasons"][0]
     r = run_cli("compat", "--driver", "570.124.06", "--gpu", "sm_100")
-    assert "no    torch-2.3-cu121: " in r.out and "(sm_100)" in r.out
+    assert "no    torch-2.3-cu121: sm_100 cannot run torch 2.3.1+cu121" in r.out
 
 
 def test_compat_without_driver_or_nvidia_smi(run_cli, monkeypatch):
@@ -123,10 +123,16 @@ def test_compat_without_driver_or_nvidia_smi(run_cli, monkeypatch):
 
 
 def test_check_exit_codes(run_cli):
-    ok = run_cli("check", "torch==2.3.1", "cuda=12.1", "python=3.12", "nccl=2.20.5")
+    ok = run_cli("check", "torch==2.3.1", "cuda=12.1", "python=3.11", "nccl=2.20.5")
     assert ok.code == 0 and ok.out.startswith("compatible")
-    bad = run_cli("check", "torch==2.3.1", "cuda=12.1", "python=3.12", "nccl=2.19.3", "--json")
+    bad = run_cli("check", "torch==2.3.1", "cuda=12.1", "python=3.11", "nccl=2.19.3", "--json")
     assert bad.code == 1 and json.loads(bad.out)["compatible"] is False
+    # torch 2.3.1 has cp312 wheels, but no OS of CUDA 12.1's base images has Python 3.12 (python-available)
+    no_os = run_cli("check", "torch==2.3.1", "cuda=12.1", "python=3.12", "--json")
+    verdict = json.loads(no_os.out)
+    assert no_os.code == 1 and verdict["profile"] is None
+    assert verdict["reasons"] == ["Python 3.12 comes neither as python3 nor from the archive of any OS of CUDA 12.1's"
+                                  " base images (ubuntu22.04 has 3.10, 3.11; ubuntu20.04 has 3.8, 3.9)"]
 
 
 def test_render_prints_and_writes_context(run_cli, tmp_path):
