@@ -52,11 +52,11 @@ def upload_date(target: Target, package: str, version: str) -> dt.date | None:
     """The day the first wheel of ``package`` ``version`` was uploaded to the target's index (PEP 700
     upload-time), or None when the index gives no upload time for it; raises OperationError when the index
     cannot be read."""
-    wanted = Version(version).public
+    wanted = Version(Version(version).public)  # 13.0.3 is 13.0.3.0 (PEP 440); a local label does not count
     times = []
     for file in project_files(target.index_secret, package):
         try:
-            same = is_wheel(file) and parse_wheel(file.filename).version.public == wanted
+            same = is_wheel(file) and Version(parse_wheel(file.filename).version.public) == wanted
         except (InvalidVersion, OperationError):
             continue
         if same and file.upload_time:
