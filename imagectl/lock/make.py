@@ -22,7 +22,7 @@ from ..matrix.model import Profile
 from .asof import resolve_as_of, upload_date
 from .layers import layer_of
 from .lockfile import Lock, LockHeader
-from .resolve import resolve
+from .resolve import ResolveError, resolve
 from .store import find_lock
 from .target import Target, build_tag, lock_inputs, profile_lock_id, target_for
 
@@ -81,10 +81,15 @@ def make_lock(profile: Profile, config: Config, as_of: str | None = None, prefer
     cuda = first_layer_inputs(profile, inputs)
     if cuda and when.date != "latest" and not preferred:
         day = first_layer_as_of(profile, target, cuda, config.lock_grace_days, when.date)
-        if day is not None:
-            preferred = resolve(cuda, target, day)
-            note = "; ".join(filter(None, [note, f"{profile.framework.layers[0][0]} layer as of {day}: its pins' "
-                                                 f"upload, plus {config.lock_grace_days} days"]))
+        layer = profile.framework.layers[0][0]
+        try:
+            preferred = resolve(cuda, target, day) if day is not None else []
+        except ResolveError as exc:  # the index lacks what that day had: the layer is resolved with the rest
+            if not exc.unsatisfiable:
+                raise
+        if preferred:
+            note = "; ".join(filter(None, [note, f"{layer} layer as of {day}: its pins' upload, plus "
+                                                 f"{config.lock_grace_days} days"]))
     packages = resolve(inputs, target, when.date, prefer=preferred)
     header = LockHeader(framework=profile.framework.name, version=profile.release.version, build=build_tag(profile),
                         python=profile.python, index=target.index, platform=target.platform, as_of=when.date,

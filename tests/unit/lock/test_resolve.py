@@ -138,3 +138,43 @@ def test_lock_check_finds_drift_and_yanked_files(run_cli, use_matrix, test_matri
     path.write_text(path.read_text().replace("\ntriton==", "\ntriton==9", 1))
     drift = run_cli("lock", "--check", "--framework", "torch")
     assert drift.code == 1 and "triton: the matrix pins" in drift.err
+
+
+def test_profiles_with_the_same_cuda_pins_lock_the_same_cuda_layer(matrix, tmp_path, uv_cache):
+    """The CUDA layer's unpinned dependencies are locked as of the CUDA pins' own upload day, so two torch patch
+    releases with the same pins lock the same nvidia-nvjitlink (the real case: nvidia-cusolver-cu12 requires it
+    without a version; locked as of each release's day, 2.3.0 took 12.4.127 and 2.3.1 12.5.40)."""
+    from dataclasses import replace
+
+    day = lambda text: datetime.fromisoformat(text).replace(tzinfo=timezone.utc)  # noqa: E731
+    b = resolve_profile(NAME, matrix)
+    layered = replace(b.framework, layers=(("cuda", ("nvidia-*",)), ("framework", ("torch", "triton")),
+                                           ("rest", ("*",))))
+    b = replace(b, framework=layered)
+    a = replace(b, release=replace(b.release, version="2.3.0",
+                                   companions=(("torchaudio", "2.3.0"), ("torchvision", "0.18.0"))),
+                variant=replace(b.variant, pins=tuple((n, "2.3.0" if n == "triton" else v) for n, v in b.variant.pins)))
+    wheels = tmp_path / "wheels"
+    facts = {"cuda": "12.1", "cudnn": None, "nccl": "2.20.5"}
+    make_standin_framework_wheels(wheels, dict(a.packages), facts, upload_time=day("2024-04-24"))
+    make_standin_framework_wheels(wheels, dict(b.packages), facts, upload_time=day("2024-06-05"))
+    make_standin_dependency_wheels(wheels, upload_time=day("2024-01-10"))
+    pins_day = day("2024-03-01")
+    for name, version in b.variant.pins:
+        if name.startswith("nvidia-"):
+            requires = ["nvidia-nvjitlink-cu12"] if name == "nvidia-cudnn-cu12" else []
+            make_wheel(wheels, name, version, {f"{name.replace('-', '_')}/__init__.py": ""}, requires,
+                       upload_time=pins_day)
+    for version, uploaded in (("12.4.99", "2024-03-06"), ("12.5.40", "2024-05-21")):
+        make_wheel(wheels, "nvidia-nvjitlink-cu12", version, {"nvidia_nvjitlink/__init__.py": ""},
+                   upload_time=day(uploaded))
+    server = start_simple_index(wheels)
+    try:
+        config = Config(pip_index_url=server.url)
+        lock_a, lock_b = make_lock(a, config), make_lock(b, config)
+        assert lock_a.versions["nvidia-nvjitlink-cu12"] == lock_b.versions["nvidia-nvjitlink-cu12"] == "12.4.99"
+        assert "cuda layer as of 2024-03-08: its pins' upload, plus 7 days" in lock_b.header.as_of_note
+        one_layer = replace(b, framework=replace(layered, layers=(("packages", ("*",)),)))
+        assert make_lock(one_layer, config).versions["nvidia-nvjitlink-cu12"] == "12.5.40"  # as of 2.3.1's day
+    finally:
+        server.stop()
