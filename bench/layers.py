@@ -1,7 +1,7 @@
 """Bytes a node holding the torch 2.3.0 image pulls to get the 2.3.1 one (same CUDA pins), as a fraction of the
 image, with the lock installed in layers against all of it in one layer, in one run (issue: <= 40%, was ~95%).
 
-    python3 bench/layers.py [--scale 200] [--keep-going]
+    python3 bench/layers.py [--scale 200]
 
 Builds and pushes, with ``python -m imagectl build`` on the real engine, ``torch-2.3.0-cu121-py3.11`` (A) and then
 ``torch-2.3-cu121-py3.11`` (B, torch 2.3.1): the same eleven ``nvidia-*`` pins, the same base
@@ -63,7 +63,8 @@ PREFIX = "imagectl-bench"
 # `upload-time` (PEP 700); Requires-Dist from its PEP 658 `.metadata` (read by HTTP Range from the wheel where PyPI
 # has none: nvidia-nccl-cu12, nvidia-nvjitlink-cu12, torch, ...), requirements of extras left out.  The versions are
 # those of `imagectl lock torch-2.3.0-cu121-py3.11` (as of 2024-05-01) and `imagectl lock torch-2.3.1-cu121-py3.11`
-# (as of 2024-06-12) against PyPI.  Read 2026-12-01.  (name, version, size in bytes, upload time, Requires-Dist)
+# (as of 2024-06-12) against PyPI, before and after the CUDA layer was locked as of its pins' upload day (2024-03-13:
+# nvidia-nvjitlink-cu12 12.4.99 for both).  Read 2026-12-01.  (name, version, size in bytes, upload time, Requires-Dist)
 PYPI_WHEELS: tuple[tuple[str, str, int, str, tuple[str, ...]], ...] = (
     ("filelock", "3.14.0", 12_001, "2024-04-29T15:59:29Z", ()),
     ("filelock", "3.15.1", 15_946, "2024-06-12T22:54:12Z", ()),
@@ -86,6 +87,7 @@ PYPI_WHEELS: tuple[tuple[str, str, int, str, tuple[str, ...]], ...] = (
      ("nvidia-cublas-cu12", "nvidia-nvjitlink-cu12", "nvidia-cusparse-cu12")),
     ("nvidia-cusparse-cu12", "12.1.0.106", 195_958_278, "2023-04-19T15:51:49Z", ("nvidia-nvjitlink-cu12",)),
     ("nvidia-nccl-cu12", "2.20.5", 176_249_402, "2024-03-06T04:30:20Z", ()),
+    ("nvidia-nvjitlink-cu12", "12.4.99", 21_062_671, "2024-03-06T01:17:26Z", ()),  # the CUDA layer's, as of its pins
     ("nvidia-nvjitlink-cu12", "12.4.127", 21_066_810, "2024-04-03T20:59:46Z", ()),
     ("nvidia-nvjitlink-cu12", "12.5.40", 21_297_869, "2024-05-21T17:00:15Z", ()),
     ("nvidia-nvtx-cu12", "12.1.105", 99_138, "2023-04-19T15:48:43Z", ()),
@@ -96,8 +98,10 @@ PYPI_WHEELS: tuple[tuple[str, str, int, str, tuple[str, ...]], ...] = (
     ("torch", "2.3.1", 779_156_414, "2024-06-05T16:41:48Z", ()),
     ("torchaudio", "2.3.0", 3_355_687, "2024-04-24T15:48:50Z", ("torch (==2.3.0)",)),
     ("torchaudio", "2.3.1", 3_355_690, "2024-06-05T16:44:55Z", ("torch (==2.3.1)",)),
-    ("torchvision", "0.18.0", 6_955_003, "2024-04-24T15:48:25Z", ("numpy", "torch (==2.3.0)", "pillow (!=8.3.*,>=5.3.0)")),
-    ("torchvision", "0.18.1", 6_955_165, "2024-06-05T16:43:14Z", ("numpy", "torch (==2.3.1)", "pillow (!=8.3.*,>=5.3.0)")),
+    ("torchvision", "0.18.0", 6_955_003, "2024-04-24T15:48:25Z",
+     ("numpy", "torch (==2.3.0)", "pillow (!=8.3.*,>=5.3.0)")),
+    ("torchvision", "0.18.1", 6_955_165, "2024-06-05T16:43:14Z",
+     ("numpy", "torch (==2.3.1)", "pillow (!=8.3.*,>=5.3.0)")),
     ("triton", "2.3.0", 168_079_300, "2024-04-05T02:47:52Z", ("filelock",)),
     ("triton", "2.3.1", 168_079_264, "2024-05-27T21:44:29Z", ("filelock",)),
     ("typing-extensions", "4.11.0", 34_698, "2024-04-05T12:35:44Z", ()),
@@ -123,12 +127,14 @@ SINGLE_LAYER_PARTIAL = """\
 {# bench/layers.py: the lock's layer files installed by ONE pip install (one image layer), as before the split. #}
 {% macro install_layers(prefix) %}
 COPY {% for layer in lock.layers %}{{ layer.file }} {% endfor %}/opt/imagectl/
-RUN {{ prefix }}pip install --no-cache-dir --no-deps --require-hashes --only-binary :all:{% for layer in lock.layers %} -r /opt/imagectl/{{ layer.file }}{% endfor %}
+{% set files %}{% for layer in lock.layers %} -r /opt/imagectl/{{ layer.file }}{% endfor %}{% endset %}
+RUN {{ prefix }}pip install --no-cache-dir --no-deps --require-hashes --only-binary :all:{{ files }}
 
 {% endmacro %}
 {% macro install_extras(prefix) %}
 COPY extra-requirements.txt {{ lock.extras }} /opt/imagectl/
-RUN {{ prefix }}pip install --no-cache-dir --no-deps --require-hashes --only-binary :all: -r /opt/imagectl/{{ lock.extras }}
+{% set pip = prefix ~ "pip install --no-cache-dir --no-deps --require-hashes --only-binary :all:" %}
+RUN {{ pip }} -r /opt/imagectl/{{ lock.extras }}
 {% endmacro %}
 """
 
@@ -147,7 +153,7 @@ class Variant:
 VARIANTS = (
     Variant("layered", f"{PREFIX}-layered", target=True),
     Variant("single layer", f"{PREFIX}-single", templates=True),
-    Variant(f"layered, same day", f"{PREFIX}-sameday", as_of=SAME_DAY),
+    Variant("layered, same day", f"{PREFIX}-sameday", as_of=SAME_DAY),
     Variant("layered, B cold", f"{PREFIX}-cold", b_flags=("--no-cache", "--force"), a_from=f"{PREFIX}-layered"),
 )
 
@@ -222,10 +228,16 @@ def build(project: Path, profile: str, flags: tuple[str, ...], env: dict[str, st
 
 
 def _layer_name(created_by: str) -> str:
-    text = created_by.replace("/bin/sh -c ", "").replace("#(nop) ", "").strip()
-    for part in text.split():
-        if "/opt/imagectl/lock-" in part and "pip install" in text:
-            return "RUN pip install " + " ".join(p.rsplit("/", 1)[-1] for p in text.split() if "/lock-" in p)
+    """A short name of the instruction that made a layer (``RUN pip install lock-1-cuda.txt``)."""
+    text = " ".join(created_by.replace("/bin/sh -c ", "").replace("#(nop) ", "").split())
+    if "pip install" in text:
+        return "RUN pip install " + " ".join(p.rsplit("/", 1)[-1] for p in text.split() if "/lock-" in p)
+    if text.startswith("COPY ") and " in " in text:
+        return "COPY ... " + text.rsplit(" in ", 1)[1]
+    if "python3" in text and "venv" in text:
+        return "RUN python -m venv /opt/venv"
+    if "missing=" in text:
+        return "RUN apt-get install the JIT packages (gcc, g++, python3.11-dev)"
     return text[:60]
 
 
@@ -292,13 +304,14 @@ def mb(n: float) -> str:
 
 
 def remove_images(client, registry: str, refs_before: set[str]) -> list[str]:
-    """Untag (and so delete, where nothing else holds them) every image ref this run made; return failures."""
+    """Untag (and so delete, where nothing else holds them) every ``imagectl-bench/`` ref and every ref under this
+    run's registry that was not there before (its port may have served an earlier registry); return failures."""
     import docker.errors
 
     ours = []
     for image in client.images.list():
         for ref in image.tags:
-            if ref not in refs_before and (ref.startswith(f"{registry}/") or ref.startswith(f"{PREFIX}/")):
+            if ref.startswith(f"{PREFIX}/") or (ref.startswith(f"{registry}/") and ref not in refs_before):
                 ours.append(ref)
     # the built images first, then the stand-in base and its mirror copy (their parents)
     ours.sort(key=lambda ref: (f"/{PREFIX}-hub/" in ref or ref.startswith(f"{PREFIX}/"), ref))
@@ -331,7 +344,6 @@ def main() -> int:
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env["IMAGECTL_NO_CACHE"] = "1"  # build-time locks keyed by this run's index port would never be read again
     results: dict[str, tuple[Moved, Image, Image]] = {}
-    images: dict[tuple[str, str], Image] = {}
     registry = None
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"{PREFIX}-layers-")))
@@ -347,8 +359,8 @@ def main() -> int:
             templates = work / "single-layer-templates"
             (templates / "partials").mkdir(parents=True)
             (templates / "partials" / "install-lock.j2").write_text(SINGLE_LAYER_PARTIAL)
-            print(f"stand-in wheels: {len(PYPI_WHEELS)} files, {payload / 1e6:.1f} MB of payload "
-                  f"(1/{args.scale} of PyPI's {sum(r[2] for r in PYPI_WHEELS) / 1e9:.2f} GB)")
+            print(f"index: {len(PYPI_WHEELS)} stand-in wheels (both releases), {payload / 1e6:.1f} MB of payload: "
+                  f"1/{args.scale} of the {sum(r[2] for r in PYPI_WHEELS) / 1e9:.2f} GB of PyPI's wheels")
             for variant in VARIANTS:
                 project = work / variant.namespace
                 write_project(project, variant, registry.host, index.url, templates)
@@ -366,18 +378,20 @@ def main() -> int:
                 print(f"not removed: {line}")
 
     print()
-    print(f"{'variant':20} {'B MB':>9} {'new MB':>9} {'fraction':>8}   {'B MB real':>9} {'new real':>9} {'fraction':>8}")
+    print(f"{'variant':20} {'B MB':>9} {'new MB':>9} {'fraction':>8}   "
+          f"{'B MB real':>9} {'new real':>9} {'fraction':>8}")
     for label, (m, _, _) in results.items():
         print(f"{label:20} {mb(m.total)} {mb(m.new)} {m.fraction:8.2f}   {mb(m.total_real)} {mb(m.new_real)} "
               f"{m.fraction_real:8.2f}")
     print(f"(real: the lock layers' bytes times {args.scale}, the others as built)")
     for label in ("layered", "single layer"):
-        m, a, b = results[label]
+        _, a, b = results[label]
         print(f"\n{label}: B's layers (new: not in A)")
         have = {layer.digest for layer in a.layers}
-        for layer in results[label][2].layers:
+        for layer in b.layers:
             real = layer.size * (args.scale if layer.lock else 1)
-            print(f"  {'new ' if layer.digest not in have else '    '}{mb(layer.size)} MB  real {mb(real)} MB  {layer.what}")
+            mark = "new " if layer.digest not in have else "    "
+            print(f"  {mark}{mb(layer.size)} MB  real {mb(real)} MB  {layer.what}")
     for label in ("layered", "layered, same day"):
         _, a, b = results[label]
         print(f"\n{label}: locked versions that differ between A and B, by layer")
