@@ -10,20 +10,35 @@ from ..errors import InputError, OperationError
 from .app import check_framework, echo_json, framework_option, json_option, python_option, workspace, profile_argument
 
 
+python_option_filter = click.option("--python", metavar="X.Y", help="Only profiles with this Python.")
+
+
 @click.command("list")
 @framework_option
+@click.option("--cuda", metavar="X[.Y]", help="Only CUDA builds of this version (12 or 12.1).")
+@python_option_filter
+@click.option("--flavor", metavar="NAME", help="Only this flavour (base, runtime, devel).")
+@click.option("--newest", is_flag=True, help="Only each framework's newest minor line (each line shows its newest "
+                                             "patch anyway).")
 @json_option
 @click.pass_context
-def cmd_list(ctx: click.Context, framework: str | None, as_json: bool) -> None:
-    """List every profile of the matrix."""
-    from ..matrix.listing import list_row
+def cmd_list(ctx: click.Context, framework: str | None, cuda: str | None, python: str | None, flavor: str | None,
+             newest: bool, as_json: bool) -> None:
+    """List the profiles of the matrix (each minor line's newest patch), optionally filtered."""
+    from ..grammar import check_python, check_token, check_version
+    from ..matrix.listing import list_row, select_profiles
     from .table import format_table
     from .views import LIST_COLUMNS, list_table_row, lock_origin
     from ..matrix.names import list_profiles
 
     ws = workspace(ctx)
-    rows = [{**list_row(p), "lock": lock_origin(p, ws.config)}
-            for p in list_profiles(ws.matrix, check_framework(ws, framework))]
+    cuda = cuda if cuda is None else check_version(cuda, "--cuda")
+    python = python if python is None else check_python(python, "--python")
+    flavor = flavor if flavor is None else check_token(flavor, "--flavor")
+    if flavor is not None and flavor not in ws.matrix.base.flavors:
+        raise InputError(f"--flavor {flavor!r}: not a flavour of the matrix ({', '.join(ws.matrix.base.flavors)})")
+    profiles = select_profiles(list_profiles(ws.matrix, check_framework(ws, framework)), cuda, python, flavor, newest)
+    rows = [{**list_row(p), "lock": lock_origin(p, ws.config)} for p in profiles]
     echo_json(rows) if as_json else click.echo(format_table([list_table_row(r) for r in rows], LIST_COLUMNS))
 
 
@@ -92,12 +107,13 @@ def _validate_json(report) -> dict:
 @click.option("--gpu", metavar="NAME|sm_XY",
               help="GPU model or architecture (default: from nvidia-smi when --driver is absent).")
 @framework_option
-@click.option("--all", "show_all", is_flag=True, help="Also list the profiles that can run.")
+@click.option("--all", "show_all", is_flag=True, help="Also list the profiles that cannot run, with the reasons.")
+@click.option("--best", is_flag=True, help="Only the newest profile of each framework that can run.")
 @json_option
 @click.pass_context
 def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None, framework: str | None, show_all: bool,
-               as_json: bool) -> int:
-    """Which profiles can run on a node with this driver (and GPU), and why the others cannot."""
+               best: bool, as_json: bool) -> int:
+    """Which profiles can run on a node with this driver (and GPU); with --all also why the others cannot."""
     from ..lock.runtime import lock_reader
     from ..matrix.compat import gpu_arch, node_verdicts
     from ..matrix.names import list_profiles
@@ -110,6 +126,13 @@ def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None, framewor
         gpu = detected if gpu is None else gpu
     node_gpu = gpu_arch(gpu, ws.matrix) if gpu is not None else None
     verdicts = node_verdicts(profiles, driver, node_gpu, lock_reader(ws.config, ws.matrix))
+    if best:  # list order is newest first within a framework: the first runnable one of each
+        by_name = {p.name: p for p in profiles}
+        firsts: dict[str, object] = {}
+        for v in verdicts:
+            if v.ok:
+                firsts.setdefault(by_name[v.profile].framework.name, v)
+        verdicts = list(firsts.values())
     if as_json:
         echo_json([
             {"name": v.profile, "compatible": v.ok, "reasons": list(v.reasons), "notes": list(v.notes)}
@@ -117,13 +140,15 @@ def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None, framewor
         ])
         return 0
     for v in verdicts:
-        if v.ok and (show_all or v.notes):
+        if v.ok:
             click.echo(f"ok    {v.profile}" + "".join(f"  ({n})" for n in v.notes))
-        elif not v.ok:
+        elif show_all:
             click.echo(f"no    {v.profile}: {'; '.join(v.reasons)}")
     good = sum(v.ok for v in verdicts)
     on_gpu = f" on {gpu}" if gpu else ""
-    click.echo(f"{good} of {len(verdicts)} profiles can run with driver {driver}" + on_gpu, err=True)
+    what = ("the newest of each framework that can run" if best else
+            "every profile" if show_all else "those that can run (--all: also why the others cannot)")
+    click.echo(f"{good} of {len(verdicts)} profiles can run with driver {driver}{on_gpu}; listed: {what}", err=True)
     return 0
 
 

@@ -122,12 +122,29 @@ class Combination:
 _KEYS = ("cuda", "python", "cudnn", "nccl", "driver", "gpu")
 
 
+def framework_items(items: tuple[str, ...], matrix: Matrix) -> list[str]:
+    """``items`` with the framework spelled ``NAME==VERSION`` whichever way it was given: ``torch==2.3.1``,
+    ``torch=2.3`` and ``torch 2.3`` (two words) are one item (pure)."""
+    out: list[str] = []
+    words = list(items)
+    while words:
+        item = words.pop(0)
+        name, sep, value = item.partition("=")
+        if sep and not value.startswith("=") and name.strip() in matrix.frameworks:
+            item = f"{name.strip()}=={value.strip()}"
+        elif item.strip() in matrix.frameworks and words and "=" not in words[0]:
+            item = f"{item.strip()}=={words.pop(0).strip()}"
+        out.append(item)
+    return out
+
+
 def parse_combination(items: tuple[str, ...], matrix: Matrix) -> Combination:
-    """Parse ``torch==2.3.1 cuda=12.1 python=3.12 nccl=2.20.5``; raises InputError for bad items and for an
-    item given twice (``torch==2.3.1 torch==2.2.0``, ``cuda=12.1 cuda=11.8``): which one was meant?"""
+    """Parse ``torch==2.3.1 cuda=12.1 python=3.12 nccl=2.20.5`` (the framework also as ``torch=2.3`` or
+    ``torch 2.3``); raises InputError for bad items and for an item given twice (``torch==2.3.1 torch==2.2.0``,
+    ``cuda=12.1 cuda=11.8``): which one was meant?"""
     fields: dict[str, str] = {}
     framework = version = None
-    for item in items:
+    for item in framework_items(items, matrix):
         if "==" in item:
             if framework is not None:
                 raise InputError(f"check: {item!r}: a framework is already given ({framework}=={version});"
@@ -181,19 +198,31 @@ def check_combination(combo: Combination, matrix: Matrix,
     if not variants:
         cudas = ", ".join(v.cuda for v in release.variants)
         return [f"{fw.name} {release.version} has no CUDA {combo.cuda} build (published: {cudas})"], [], None
-    variant = variants[0]
+    having = [v for v in variants if all(not asked or _matches(getattr(v, what), asked)
+                                         for what, asked in (("cudnn", combo.cudnn), ("nccl", combo.nccl)))]
+    variant = (having or variants)[0]
+    extra_notes = []
+    if (combo.cudnn or combo.nccl) and len(having) > 1:
+        asked = " ".join(f"{what}={value}" for what, value in (("cudnn", combo.cudnn), ("nccl", combo.nccl)) if value)
+        builds = ", ".join(f"{fw.tag_of(v.cuda)} (cuDNN {v.cudnn or '-'}, NCCL {v.nccl or '-'})" for v in having)
+        extra_notes.append(f"{asked} is in {len(having)} builds of {fw.name} {release.version}: {builds}; "
+                           f"checked {fw.tag_of(variant.cuda)} (add cuda= to choose)")
     if combo.python and combo.python not in release.python:
         has = ", ".join(release.python)
         reasons.append(f"{fw.name} {release.version} has no wheels for Python {combo.python} (has: {has})")
     for what, asked in (("cudnn", combo.cudnn), ("nccl", combo.nccl)):
         declared = getattr(variant, what)
         if asked and not _matches(declared, asked):
-            build = f"{fw.name} {release.version}+{fw.tag_of(variant.cuda)}"
-            reasons.append(f"{build} ships {what} {declared or 'unknown'}, not {asked}")
+            if len(variants) > 1 and not having:
+                shipped = ", ".join(f"{fw.tag_of(v.cuda)}: {getattr(v, what) or 'unknown'}" for v in variants)
+                reasons.append(f"no build of {fw.name} {release.version} ships {what} {asked} ({shipped})")
+            else:
+                build = f"{fw.name} {release.version}+{fw.tag_of(variant.cuda)}"
+                reasons.append(f"{build} ships {what} {declared or 'unknown'}, not {asked}")
     python = combo.python if combo.python in release.python else None
     profile = build_profile(matrix, fw, release, variant, release.version, python=python)
     more, notes = _node_checks(combo, matrix, profile, lock_of)
-    return reasons + more, notes, profile
+    return reasons + more, extra_notes + notes, profile
 
 
 def _node_checks(combo: Combination, matrix: Matrix, profile: Profile,

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
+
+from packaging.version import Version
 
 from .model import Profile
 
@@ -25,6 +27,25 @@ def list_row(profile: Profile) -> dict[str, Any]:
         "verified": profile.verified,
         "unverified": profile.variant.unverified,
     }
+
+
+def select_profiles(profiles: Sequence[Profile], cuda: str | None = None, python: str | None = None,
+                    flavor: str | None = None, newest: bool = False) -> list[Profile]:
+    """The profiles of ``list``'s filters (pure): ``cuda`` a CUDA version or its prefix (``12`` or ``12.1``),
+    ``python`` the exact Python, ``flavor`` the exact flavour, ``newest`` only each framework's newest minor line
+    (``list`` already shows each line's newest patch)."""
+    def same_prefix(version: str, prefix: str) -> bool:
+        return version == prefix or version.startswith(prefix + ".")
+
+    out = [p for p in profiles if (cuda is None or same_prefix(p.variant.cuda, cuda))
+           and (python is None or p.python == python) and (flavor is None or p.flavor == flavor)]
+    if newest:
+        lines = {}
+        for p in out:
+            key = Version(p.release.version).release[:2]
+            lines[p.framework.name] = max(lines.get(p.framework.name, key), key)
+        out = [p for p in out if Version(p.release.version).release[:2] == lines[p.framework.name]]
+    return out
 
 
 def companion_note(profile: Profile) -> str | None:

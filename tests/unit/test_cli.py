@@ -112,8 +112,28 @@ def test_compat(run_cli):
     verdicts = {v["name"]: v for v in json.loads(r.out)}
     assert r.code == 0 and not verdicts["torch-2.3-cu121"]["compatible"]
     assert "floor" in verdicts["torch-2.3-cu121"]["reasons"][0]
-    r = run_cli("compat", "--driver", "570.124.06", "--gpu", "sm_100")
+    r = run_cli("compat", "--driver", "570.124.06", "--gpu", "sm_100", "--all")
     assert "no    torch-2.3-cu121: sm_100 cannot run torch 2.3.1+cu121" in r.out
+    runnable = run_cli("compat", "--driver", "570.124.06", "--gpu", "sm_100")
+    assert runnable.out and all(line.startswith("ok    ") for line in runnable.out.splitlines())
+    assert "listed: those that can run (--all: also why the others cannot)" in runnable.err
+    best = run_cli("compat", "--driver", "570.124.06", "--gpu", "sm_100", "--best", "--json")
+    names = [v["name"] for v in json.loads(best.out)]
+    assert best.code == 0 and len(names) == len({n.split("-")[0] for n in names}) >= 1  # one per framework
+    assert names[0] == next(line.split()[1] for line in runnable.out.splitlines()
+                            if line.split()[1].startswith(names[0].split("-")[0] + "-"))  # the newest that runs
+
+
+def test_list_filters(run_cli):
+    rows = json.loads(run_cli("list", "--cuda", "12.1", "--python", "3.10", "--flavor", "runtime", "--json").out)
+    assert rows and all(r["cuda"] == "12.1" and r["python"] == "3.10" and r["flavor"] == "runtime" for r in rows)
+    assert all(r["cuda"].split(".")[0] == "12" for r in json.loads(run_cli("list", "--cuda", "12", "--json").out))
+    newest = json.loads(run_cli("list", "--newest", "--json").out)
+    everything = json.loads(run_cli("list", "--json").out)
+    for fw in {r["framework"] for r in everything}:
+        top = max(tuple(map(int, r["framework_version"].split(".")[:2])) for r in everything if r["framework"] == fw)
+        assert {tuple(map(int, r["framework_version"].split(".")[:2])) for r in newest if r["framework"] == fw} == {top}
+    assert run_cli("list", "--flavor", "nope").code == 2 and run_cli("list", "--cuda", "x").code == 2
 
 
 def test_compat_without_driver_or_nvidia_smi(run_cli, monkeypatch):

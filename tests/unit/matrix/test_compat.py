@@ -73,3 +73,26 @@ def test_an_item_given_twice_is_refused(matrix, items, message):
     with pytest.raises(InputError, match=message) as caught:
         parse_combination(items, matrix)
     assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize("items", [
+    ("torch==2.3.1", "cuda=12.1"), ("torch=2.3", "cuda=12.1"), ("torch", "2.3", "cuda=12.1"), ("torch=2.3.1",),
+])
+def test_the_framework_can_be_given_three_ways(shipped_matrix, items):
+    from imagectl.matrix.compat import parse_combination
+
+    combo = parse_combination(items, shipped_matrix)
+    assert (combo.framework, combo.version[:3]) == ("torch", "2.3")
+
+
+def test_a_cudnn_query_names_every_build_that_has_it(shipped_matrix):
+    from imagectl.matrix.compat import check_combination, parse_combination
+
+    reasons, notes, profile = check_combination(parse_combination(("torch=2.5", "cudnn=9.1"), shipped_matrix),
+                                                shipped_matrix)
+    assert reasons == [] and profile is not None
+    assert any(n.startswith("cudnn=9.1 is in 3 builds of torch 2.5.1: cu118 (cuDNN 9.1.0.70") and "cu124" in n
+               for n in notes)
+    reasons, _, _ = check_combination(parse_combination(("torch", "2.3", "cudnn=9.9"), shipped_matrix),
+                                      shipped_matrix)
+    assert reasons == ["no build of torch 2.3.1 ships cudnn 9.9 (cu118: 8.7.0.84, cu121: 8.9.2.26)"]
