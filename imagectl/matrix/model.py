@@ -6,12 +6,12 @@ the strings the matrix wrote (validated as PEP 440 at load) and compared with ``
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ..reference import Reference
@@ -113,9 +113,28 @@ class Variant:
         return tuple((n, v) for n, v in self.pins if n not in only or _admits(only[n], python))
 
 
+_SIMPLE_CLAUSE = re.compile(r"\s*(<=|>=|==|!=|<|>)\s*(\d+(?:\.\d+)*)\s*")
+_COMPARE = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+            ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
 @lru_cache(maxsize=1024)
 def _admits(specifier: str, python: str) -> bool:
-    """Whether PEP 440 ``specifier`` admits Python ``python`` (memoised: ``validate`` asks it thousands of times)."""
+    """Whether PEP 440 ``specifier`` admits Python ``python`` (memoised: ``validate`` asks it thousands of times).
+    The matrix's Python ranges are comparisons of release numbers (``<3.12``, ``>=3.9,<3.13``): those are
+    compared here, as PEP 440 does for final releases; anything else goes to packaging.specifiers, which is not
+    imported at start-up (it brings packaging.tags, 15 ms of every ``show``)."""
+    clauses = [_SIMPLE_CLAUSE.fullmatch(part) for part in specifier.split(",")]
+    if all(clauses) and re.fullmatch(r"\d+(\.\d+)*", python):
+        def release(text: str, width: int) -> tuple[int, ...]:
+            parts = tuple(int(x) for x in text.split("."))
+            return parts + (0,) * (width - len(parts))
+
+        width = max(len(python.split(".")), *(len(c[2].split(".")) for c in clauses if c))
+        have = release(python, width)
+        return all(_COMPARE[c[1]](have, release(c[2], width)) for c in clauses if c)
+    from packaging.specifiers import SpecifierSet
+
     return SpecifierSet(specifier).contains(python)
 
 
