@@ -31,9 +31,13 @@ def skip_or_fail(reason: str) -> None:
 @pytest.fixture(scope="session")
 def docker_client():
     try:
-        return ensure_dockerd()
+        client = ensure_dockerd()
     except RuntimeError as exc:
         skip_or_fail(f"no Docker engine: {exc}")
+    # ensure_dockerd's client waits 5 s per call (enough for its ping); a busy engine (builds running beside
+    # the tests) takes longer to list hundreds of images or commit a layer, so wait as imagectl's engine does
+    client.api.timeout = 600
+    return client
 
 
 def _registry(tmp_path_factory, auth: str | None) -> Iterator[RegistryServer]:

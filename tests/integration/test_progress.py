@@ -1,0 +1,85 @@
+"""What a build shows while it runs, on a CI log and on a terminal, and what a pipeline reads from it (issue 12):
+real engine, real registry, stand-in base and wheels."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.integration.conftest import write_config
+
+pytestmark = pytest.mark.integration
+
+PROFILE = "torch-2.3-cu121-py3.11"  # the stand-in base is Debian bookworm, whose python is 3.11
+STAMP = re.compile(r"^\[\d\d:\d\d\] ")
+
+
+def test_a_ci_log_gets_timestamped_lines_and_never_a_carriage_return(run_cli, tmp_path, mirror, wheel_index,
+                                                                       registry, docker_config):
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="plain")
+    built = run_cli("build", PROFILE, "--force")  # stderr is not a terminal here: --progress auto is plain
+    assert built.code == 0, built.err[-3000:]
+    assert "\r" not in built.err + built.out
+    stamped = [line for line in built.err.splitlines() if STAMP.match(line)]
+    assert len(stamped) >= 10 and all(STAMP.match(line) for line in built.err.splitlines()
+                                      if not line.startswith(("note:", "imagectl:")))
+    text = "\n".join(stamped)
+    for phase in ("base image ", "lock", "building ", "checking ", "check: ok", "pushing "):
+        assert phase in text, phase
+    assert re.search(r"push: [0-9.]+ [kMG]?B uploaded in \d+ layers, \d+ layers the registry already had", text)
+
+
+def test_build_json_is_one_document_with_the_digest_the_registry_serves(run_cli, tmp_path, mirror, wheel_index,
+                                                                        registry, docker_config):
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="pipeline")
+    built = run_cli("build", PROFILE, "--json", "--metadata-file", "meta.json")
+    assert built.code == 0, built.err[-3000:]
+    document = json.loads(built.out)
+    assert json.loads((tmp_path / "meta.json").read_text()) == document
+    result = document["results"][0]
+    assert result["status"] == "built" and len(result["digest"]) == 71 and result["digest"].startswith("sha256:")
+    assert result["lock"]["origin"] == "build-time" and len(result["lock"]["sha256"]) == 64
+    assert set(result["phases"]) >= {"resolve", "lock", "render", "build", "check", "tag", "push"}
+    served = subprocess.run(["skopeo", "inspect", "--tls-verify=false", "--raw",
+                             f"docker://{registry.host}/pipeline/{PROFILE}:{result['tag']}"],
+                            capture_output=True, timeout=120)
+    assert served.returncode == 0, served.stderr
+    import hashlib
+
+    assert "sha256:" + hashlib.sha256(served.stdout).hexdigest() == result["digest"]
+
+    from imagectl.registry import RegistryClient
+
+    client = RegistryClient(registry.host, insecure=True)
+    tags_before = client.list_tags(f"pipeline/{PROFILE}")
+    plan = run_cli("build", PROFILE, "--plan", "--json", "--force")
+    assert plan.code == 0, plan.err
+    entry = json.loads(plan.out)["plan"][0]
+    assert entry["action"] == "build" and len(entry["key"]) == 64
+    keyed = f"imagectl.build-key={entry['key']}"
+    images = subprocess.run(["docker", "images", "-q", "--no-trunc", "--filter", f"label={keyed}"],
+                            capture_output=True, text=True).stdout.split()
+    assert set(images) == {result["image_id"]}  # --plan built nothing: the one image with that key is the first
+    assert client.list_tags(f"pipeline/{PROFILE}") == tags_before  # and pushed nothing
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="script (util-linux) is not installed")
+def test_on_a_terminal_the_build_is_a_live_display(tmp_path, mirror, wheel_index, registry, docker_config):
+    """Under a pseudo-terminal (util-linux ``script``) ``--progress auto`` redraws one line per profile."""
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="tty")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGECTL_") or k.startswith("IMAGECTL_TEST_")}
+    command = f"{sys.executable} -m imagectl build {PROFILE} --force"
+    done = subprocess.run(["script", "-qfec", command, "/dev/null"], cwd=tmp_path, env={**env, "COLUMNS": "120"},
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:]
+    screen = done.stdout
+    assert "\x1b[2K" in screen and "\x1b[1F" in screen  # erase line, back to the row: redrawn in place
+    rows = [part for part in screen.split("\x1b[2K") if part.startswith(f"{PROFILE} [")]
+    assert len(rows) > 5 and any("building" in row or "Step" in row for row in rows)
+    assert not any(STAMP.match(line) for line in screen.splitlines())  # not the plain log
