@@ -132,9 +132,9 @@ def test_local_engine_only(run_cli, tmp_path, mirror, wheel_index, docker_client
     write_config(tmp_path, mirror=mirror, index_url=wheel_index, namespace="localonly")
     r = run_cli("build", PROFILE, "--quiet")
     assert r.code in (0,), r.err[-2000:]
-    image = docker_client.images.get(f"localonly/{PROFILE}:latest")
+    image = docker_client.images.get(f"localhost/localonly/{PROFILE}:latest")  # a name Docker Hub never answers
     assert image.labels["imagectl.profile"] == PROFILE
-    assert any(t.startswith(f"localonly/{PROFILE}:2.3.1-cu121-py3.11-") for t in image.tags)
+    assert any(t.startswith(f"localhost/localonly/{PROFILE}:2.3.1-cu121-py3.11-") for t in image.tags)
     again = run_cli("build", PROFILE)
     assert again.code == 0 and "reused" in again.out
 

@@ -44,7 +44,7 @@ def test_default_flavour_is_base_and_its_check_passes_without_the_nccl_warning(r
     built = run_cli("build", PROFILE)
     assert built.code == 0, built.err[-3000:]
     assert "check: ok" in built.err and "NCCL_VERSION of the base image" not in built.out + built.err
-    image = f"flavours/{PROFILE}:latest"
+    image = f"localhost/flavours/{PROFILE}:latest"
     labels = docker_client.images.get(image).labels
     assert labels["imagectl.flavor"] == "base"
     assert labels["org.opencontainers.image.base.digest"] == mirror.digests["nvidia/cuda:12.1.1-base-ubuntu22.04"]
@@ -70,6 +70,6 @@ def test_the_runtime_flavour_still_builds_and_warns_about_its_system_nccl(run_cl
     built = run_cli("build", RUNTIME)
     assert built.code == 0, built.err[-3000:]
     assert f"{RUNTIME}  built" in built.out and NCCL_WARNING in built.out + built.err
-    labels = docker_client.images.get(f"flavours/{RUNTIME}:latest").labels
+    labels = docker_client.images.get(f"localhost/flavours/{RUNTIME}:latest").labels
     assert labels["imagectl.flavor"] == "runtime"
     assert labels["org.opencontainers.image.base.digest"] == mirror.digests["nvidia/cuda:12.1.1-runtime-ubuntu22.04"]

@@ -114,12 +114,12 @@ def test_import_a_local_image(run_cli, tmp_path, docker_client, team_image, monk
         report = json.loads(result.out)
         assert report["ok"] and report["copied"] == "tagged in the local engine"
         image_id = docker_client.images.get(team_image).id
-        assert docker_client.images.get(f"{namespace}/{PROFILE}:latest").id == image_id == report["digest"]
+        assert docker_client.images.get(f"localhost/{namespace}/{PROFILE}:latest").id == image_id == report["digest"]
         rows = json.loads(run_cli("history", PROFILE, "--json").out)
         assert [(r["tag"], r["current"]) for r in rows] == [(report["tag"], True)]
     finally:
         for tag in docker_client.images.get(team_image).tags:
-            if tag.startswith(f"{namespace}/"):
+            if tag.startswith(f"localhost/{namespace}/"):
                 docker_client.images.remove(tag, noprune=True)
 
 

@@ -46,7 +46,7 @@ def test_the_image_compiles_and_one_without_the_jit_layer_does_not(run_cli, tmp_
     built = run_cli("build", PROFILE)
     assert built.code == 0, built.err[-3000:]
     assert f"check: {COMPILE_OK}" in built.err
-    image = docker_client.images.get(f"jit/{PROFILE}:latest")
+    image = docker_client.images.get(f"localhost/jit/{PROFILE}:latest")
     probe = docker_client.containers.run(image.id, ["sh", "-c", PROBE], remove=True).decode()
     assert "c++ runs\n" in probe and "include /usr/include/python3.11\n" in probe and "python headers build" in probe
 

@@ -429,7 +429,7 @@ def test_racing_rollbacks_promotions_and_prunes_keep_every_pointer_valid(registr
 
 def test_tags_in_the_local_engine(run_cli, tmp_path, docker_client, monkeypatch):
     namespace = f"localtags{os.getpid()}"
-    repo = f"{namespace}/{PROFILE}"
+    repo = f"localhost/{namespace}/{PROFILE}"  # without a registry, images are named localhost/NAMESPACE/PROFILE
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     (tmp_path / "imagectl.toml").write_text(f'[registry]\nnamespace = "{namespace}"\n')
     ids = {}
