@@ -16,7 +16,8 @@ from tests.integration.conftest import write_config
 pytestmark = pytest.mark.integration
 
 PROFILE = "torch-2.3-cu121-runtime-py3.11"  # the stand-in base is Debian bookworm (python 3.11); the mirror has runtime
-IMAGE = f"localhost/cluster/{PROFILE}:latest"  # floors of CUDA 12.1: 530.30.02 full, 525.60.13 minor-version compatibility
+# floors of CUDA 12.1: 530.30.02 full, 525.60.13 minor-version compatibility
+IMAGE = f"localhost/cluster/{PROFILE}:latest"
 
 
 @pytest.fixture
