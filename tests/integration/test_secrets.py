@@ -40,7 +40,7 @@ def files_in_layer(layer: bytes) -> dict[str, bytes]:
 
 def install_stage_id(output: str) -> str:
     """The image id of the build step that copied the netrc file (the install stage), from the build output."""
-    match = re.search(r"COPY imagectl-pip\.netrc \S+\n(?:.*\n)*? ---> ([0-9a-f]{12})", output)
+    match = re.search(r"COPY imagectl-pip\.netrc \S+\n(?:.*\n)*?(?:\[\d\d:\d\d\] )? ---> ([0-9a-f]{12})", output)
     assert match, "the build output names no install-stage step"
     return match.group(1)
 
