@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from ..config import Config
 from ..lock.store import lock_summary
 from ..matrix.listing import profile_notes
-from ..matrix.model import Profile
+from ..matrix.model import CudaToolkit, Profile
 from ..pip_index import index_url
 from ..render.context import base_reference
 from ..tags.naming import moving_reference
@@ -30,8 +30,23 @@ def lock_origin(profile: Profile, config: Config) -> str:
     return found.origin if found else UNLOCKED
 
 
-def describe_profile(profile: Profile, config: Config) -> dict[str, Any]:
-    """Everything ``show --json`` prints for a profile (see README for the keys)."""
+def effective_toolkit(profile: Profile, config: Config, toolkits: Mapping[str, CudaToolkit] | None):
+    """``(toolkit, notes)``: the CUDA whose driver floors and GPU targets apply to ``profile``, the one its lock
+    installs (JAX's plugins take the newest CUDA wheels of the major), as ``compat`` judges it."""
+    from ..lock.store import find_lock
+    from ..matrix.runtime import locked_cuda, runtime_toolkit
+
+    if toolkits is None:
+        return profile.toolkit, []
+    found = find_lock(profile, config, index_url(profile, config))
+    return runtime_toolkit(profile, locked_cuda(found.lock.versions, toolkits) if found else None)
+
+
+def describe_profile(profile: Profile, config: Config,
+                     toolkits: Mapping[str, CudaToolkit] | None = None) -> dict[str, Any]:
+    """Everything ``show --json`` prints for a profile (see README for the keys); with the matrix's ``toolkits``
+    the driver floors and GPU targets follow the CUDA its lock installs."""
+    toolkit, runtime_notes = effective_toolkit(profile, config, toolkits)
     return {
         "name": profile.name,
         "framework": profile.framework.name,
@@ -46,14 +61,15 @@ def describe_profile(profile: Profile, config: Config) -> dict[str, Any]:
         "os": profile.os.name,
         "base_image": str(profile.base_image),
         "base_image_pull": str(base_reference(profile, config)),
-        "min_driver": profile.toolkit.min_driver,
-        "min_driver_compat": profile.toolkit.min_driver_compat,
-        "gpu_archs": list(profile.variant.archs or profile.toolkit.archs),
+        "min_driver": toolkit.min_driver,
+        "min_driver_compat": toolkit.min_driver_compat,
+        "gpu_archs": list(profile.variant.archs or toolkit.archs),
         "pypi_default_build": profile.variant.pypi,
         "verified": profile.verified,
         "unverified": profile.variant.unverified,  # why the build's facts could not all be sourced, or None
         "companions": dict(profile.release.companions),
-        "notes": profile_notes(profile),  # unverified build, companions not released (as build prints them)
+        # unverified build, companions not released (as build prints them), a lock's CUDA other than the label's
+        "notes": profile_notes(profile) + runtime_notes,
         "index_url": index_url(profile, config),
         "packages": dict(profile.packages),
         # the lock a build installs; None: no lock file applies, the build locks at build time

@@ -173,3 +173,14 @@ def test_module_entry_point_and_no_docker_import():
     assert proc.returncode == 0 and "DOCKER=False" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "imagectl", "--version"], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0 and "imagectl" in proc.stdout
+
+
+def test_show_and_list_give_the_driver_floor_of_the_cuda_the_lock_installs(run_cli):
+    """JAX's cuda12 plugin takes the newest CUDA 12 wheels: its shipped lock installs CUDA 12.9, whose floor
+    (575.57.08) show and list give, not the nominal 12.6's (560.35.05); a torch build pins its runtime."""
+    info = json.loads(run_cli("show", "jax-0.12-cuda12", "--json").out)
+    assert info["cuda"] == "12.6" and info["min_driver"] == "575.57.08"
+    assert any("follow CUDA 12.9, not the nominal 12.6" in note for note in info["notes"])
+    rows = {r["name"]: r for r in json.loads(run_cli("list", "--framework", "jax", "--json").out)}
+    assert rows["jax-0.12-cuda12"]["min_driver"] == "575.57.08"
+    assert json.loads(run_cli("show", "torch-2.3-cu121", "--json").out)["min_driver"] == "530.30.02"
