@@ -41,7 +41,7 @@ def cmd_list(ctx: click.Context, framework: str | None, cuda: str | None, python
     from .views import effective_toolkit
 
     rows = [{**list_row(p), "lock": lock_origin(p, ws.config),
-             "min_driver": effective_toolkit(p, ws.config, ws.matrix.cuda)[0].min_driver} for p in profiles]
+             "min_driver": effective_toolkit(p, ws.config, ws.matrix)[0].min_driver} for p in profiles]
     echo_json(rows) if as_json else click.echo(format_table([list_table_row(r) for r in rows], LIST_COLUMNS))
 
 
@@ -56,7 +56,7 @@ def cmd_show(ctx: click.Context, name: str, python: str | None, as_json: bool) -
     from .views import describe_profile, show_text
 
     ws = workspace(ctx)
-    info = describe_profile(ws.profile(name, python and check_python(python, "--python")), ws.config, ws.matrix.cuda)
+    info = describe_profile(ws.profile(name, python and check_python(python, "--python")), ws.config, ws.matrix)
     if as_json:
         echo_json(info)
         return

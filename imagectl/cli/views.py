@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 from ..config import Config
 from ..lock.store import lock_summary
 from ..matrix.listing import profile_notes
-from ..matrix.model import CudaToolkit, Profile
+from ..matrix.model import Matrix, Profile
 from ..pip_index import index_url
 from ..render.context import base_reference
 from ..tags.naming import moving_reference
@@ -30,23 +30,22 @@ def lock_origin(profile: Profile, config: Config) -> str:
     return found.origin if found else UNLOCKED
 
 
-def effective_toolkit(profile: Profile, config: Config, toolkits: Mapping[str, CudaToolkit] | None):
+def effective_toolkit(profile: Profile, config: Config, matrix: Matrix | None):
     """``(toolkit, notes)``: the CUDA whose driver floors and GPU targets apply to ``profile``, the one its lock
-    installs (JAX's plugins take the newest CUDA wheels of the major), as ``compat`` judges it."""
-    from ..lock.store import find_lock
-    from ..matrix.runtime import locked_cuda, runtime_toolkit
+    installs (JAX's plugins take the newest CUDA wheels of the major), as ``compat`` judges it; the nominal one
+    without ``matrix``."""
+    from ..lock.runtime import lock_reader
+    from ..matrix.runtime import runtime_toolkit
 
-    if toolkits is None:
+    if matrix is None:
         return profile.toolkit, []
-    found = find_lock(profile, config, index_url(profile, config))
-    return runtime_toolkit(profile, locked_cuda(found.lock.versions, toolkits) if found else None)
+    return runtime_toolkit(profile, lock_reader(config, matrix)(profile))
 
 
-def describe_profile(profile: Profile, config: Config,
-                     toolkits: Mapping[str, CudaToolkit] | None = None) -> dict[str, Any]:
-    """Everything ``show --json`` prints for a profile (see README for the keys); with the matrix's ``toolkits``
-    the driver floors and GPU targets follow the CUDA its lock installs."""
-    toolkit, runtime_notes = effective_toolkit(profile, config, toolkits)
+def describe_profile(profile: Profile, config: Config, matrix: Matrix | None = None) -> dict[str, Any]:
+    """Everything ``show --json`` prints for a profile (see README for the keys); with the ``matrix`` the driver
+    floors and GPU targets follow the CUDA its lock installs."""
+    toolkit, runtime_notes = effective_toolkit(profile, config, matrix)
     return {
         "name": profile.name,
         "framework": profile.framework.name,
