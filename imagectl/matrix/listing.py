@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from packaging.version import Version
-
+from ..grammar import release_numbers
 from .model import Profile
 
 
@@ -42,9 +41,9 @@ def select_profiles(profiles: Sequence[Profile], cuda: str | None = None, python
     if newest:
         lines = {}
         for p in out:
-            key = Version(p.release.version).release[:2]
+            key = release_numbers(p.release.version)[:2]
             lines[p.framework.name] = max(lines.get(p.framework.name, key), key)
-        out = [p for p in out if Version(p.release.version).release[:2] == lines[p.framework.name]]
+        out = [p for p in out if release_numbers(p.release.version)[:2] == lines[p.framework.name]]
     return out
 
 

@@ -1,7 +1,8 @@
 """The matrix as frozen data: toolkits, operating systems, frameworks, releases, variants, profiles.
 
 Nothing here reads files; :mod:`imagectl.matrix.load` builds these objects from TOML.  Versions are kept as
-the strings the matrix wrote (validated as PEP 440 at load) and compared with ``packaging.version.Version``.
+the strings the matrix wrote (validated as PEP 440 at load) and compared by :mod:`imagectl.grammar`'s version
+helpers (plain release numbers read there, anything else by ``packaging.version``).
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
-from packaging.version import Version
-
+from ..grammar import major_minor, release_numbers
 from ..reference import Reference
 
 
@@ -40,7 +40,7 @@ class CudaToolkit:
     @property
     def major(self) -> int:
         """The CUDA major version (12 for 12.1)."""
-        return Version(self.version).major
+        return release_numbers(self.version)[0]
 
 
 # A pin of this prefix is a wheel that brings CUDA libraries of its own (nvidia-cudnn-cu12, nvidia-nccl-cu12, ...).
@@ -157,8 +157,7 @@ class Release:
     @property
     def minor(self) -> str:
         """``2.3`` for ``2.3.1``."""
-        v = Version(self.version)
-        return f"{v.major}.{v.minor}"
+        return major_minor(self.version) or self.version
 
 
 @dataclass(frozen=True)
@@ -187,8 +186,8 @@ class Framework:
 
     def tag_of(self, cuda: str) -> str:
         """The framework's name for a CUDA version: ``cu121`` for torch and 12.1."""
-        v = Version(cuda)
-        return self.cuda_tag.format(major=v.major, minor=v.minor)
+        release = release_numbers(cuda)
+        return self.cuda_tag.format(major=release[0], minor=release[1] if len(release) > 1 else 0)
 
 
 @dataclass(frozen=True)

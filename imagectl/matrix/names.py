@@ -10,14 +10,12 @@ carry ``nvidia-*`` wheels, else the first of ``[base] flavors`` (``runtime``).
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from dataclasses import dataclass
 
-from packaging.version import Version
-
 from ..errors import UnknownProfileError, ValidationError
+from ..grammar import release_numbers, versions_equal
 from ..reference import parse_reference
 from .model import CudaToolkit, Framework, Matrix, OsInfo, Profile, Release, Variant
 
@@ -166,7 +164,7 @@ def _provides(os_info: OsInfo, python: str) -> bool:
 
 
 def _os_pythons(os_info: OsInfo) -> list[str]:
-    return sorted({os_info.python, *os_info.apt_python}, key=Version)
+    return sorted({os_info.python, *os_info.apt_python}, key=release_numbers)
 
 
 def _refused(name: str, why: str, working: list[str]) -> UnknownProfileError:
@@ -175,13 +173,12 @@ def _refused(name: str, why: str, working: list[str]) -> UnknownProfileError:
 
 
 def _release(fw: Framework, version: str, name: str, matrix: Matrix) -> Release:
-    wanted = Version(version)
     if len(version.split(".")) == 2:
         found = [r for r in fw.releases if r.minor == version]
     else:
-        found = [r for r in fw.releases if Version(r.version) == wanted]
+        found = [r for r in fw.releases if versions_equal(r.version, version)]
     if not found:
-        known = ", ".join(sorted({r.minor for r in fw.releases}, key=Version))
+        known = ", ".join(sorted({r.minor for r in fw.releases}, key=release_numbers))
         raise _unknown(name, matrix, f"names no {fw.name} release {version} (known: {known})")
     return found[0]
 
@@ -208,7 +205,7 @@ def default_python(release: Release, os_info: OsInfo) -> str:
     usable = available_pythons(release, os_info)
     if os_info.python in usable:
         return os_info.python
-    return max(usable or list(release.python), key=Version)
+    return max(usable or list(release.python), key=release_numbers)
 
 
 def default_os(matrix: Matrix, release: Release, toolkit: CudaToolkit, python: str | None = None) -> str:
@@ -319,6 +316,8 @@ def _unknown(name: str, matrix: Matrix, why: str) -> UnknownProfileError:
 
 def closest_names(name: str, names: list[str], n: int = 5) -> list[str]:
     """Up to ``n`` similar names, those sharing the longest prefix with ``name`` first."""
+    import difflib  # here: only a name that resolves to nothing pays for it
+
     similar = difflib.get_close_matches(name, names, n=3 * n, cutoff=0.5)
     shared = lambda other: len(os.path.commonprefix([name, other]))  # noqa: E731
     return sorted(similar, key=lambda other: (-shared(other), similar.index(other)))[:n]

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
-from packaging.version import Version
+from ..grammar import driver_key, major_minor, versions_equal
 
-from ..grammar import driver_key
-from .model import Profile
+if TYPE_CHECKING:  # a cached validate report is read without the matrix model
+    from .model import Profile
 
 _CU_SUFFIX = re.compile(r"^nvidia-.*-cu([0-9]+)$")
 
@@ -32,7 +32,7 @@ class Violation:
         return f"{self.subject}: [{self.rule}] {self.message} (source: {self.source})"
 
 
-Rule = Callable[[Profile], list[Violation]]
+Rule = Callable[["Profile"], list[Violation]]
 
 
 def _v(profile: Profile, rule: str, message: str, source: str | None = None) -> Violation:
@@ -95,7 +95,7 @@ def nccl_pin_agrees(p: Profile) -> list[Violation]:
 
 def _agrees(p: Profile, what: str, declared: str | None, prefix: str) -> list[Violation]:
     pin = _pin(p, prefix)
-    if declared is None or pin is None or Version(pin[1]) == Version(declared):
+    if declared is None or pin is None or versions_equal(pin[1], declared):
         return []
     return [_v(p, f"{what}-pin-agrees", f"{what} = {declared} but pins say {pin[0]}=={pin[1]}")]
 
@@ -105,8 +105,7 @@ def cuda_runtime_agrees(p: Profile) -> list[Violation]:
     pin = _pin(p, "nvidia-cuda-runtime-") or _pin(p, "cuda-toolkit")
     if pin is None:
         return []
-    runtime = Version(pin[1])
-    if (runtime.major, runtime.minor) == (Version(p.variant.cuda).major, Version(p.variant.cuda).minor):
+    if major_minor(pin[1]) == major_minor(p.variant.cuda):
         return []
     return [_v(p, "cuda-runtime-agrees", f"CUDA {p.variant.cuda} build pins {pin[0]}=={pin[1]}")]
 
@@ -140,8 +139,7 @@ def driver_floors_ordered(p: Profile) -> list[Violation]:
 
 def toolkit_release_matches(p: Profile) -> list[Violation]:
     """The toolkit's base-image release must belong to its minor version (12.1.1 for 12.1)."""
-    r, v = Version(p.toolkit.release), Version(p.toolkit.version)
-    if (r.major, r.minor) == (v.major, v.minor):
+    if major_minor(p.toolkit.release) == major_minor(p.toolkit.version):
         return []
     message = f"CUDA {p.toolkit.version} names release {p.toolkit.release}"
     return [_v(p, "toolkit-release", message, "matrices/cuda.toml")]

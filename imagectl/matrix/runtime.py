@@ -12,8 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from packaging.version import Version
-
+from ..grammar import major_minor
 from .model import CudaToolkit, Profile, Variant
 
 # the CUDA runtime's wheel: nvidia-cuda-runtime-cu11/-cu12, nvidia-cuda-runtime (CUDA 13); else the cuda-toolkit
@@ -46,8 +45,7 @@ def locked_cuda(packages: Mapping[str, str], toolkits: Mapping[str, CudaToolkit]
     pin = runtime_pin(packages)
     if pin is None:
         return LockedCuda(None, None, None)
-    v = Version(pin[1])
-    cuda = f"{v.major}.{v.minor}"
+    cuda = major_minor(pin[1]) or pin[1]
     return LockedCuda(f"{pin[0]}=={pin[1]}", cuda, toolkits.get(cuda))
 
 

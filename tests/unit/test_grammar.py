@@ -34,3 +34,30 @@ def test_a_value_with_a_trailing_newline_is_refused(check, good):
 def test_an_immutable_tag_with_a_trailing_newline_is_not_immutable():
     tag = "2.3.1-cu121-py3.11-20240501T120000-0123456789"
     assert is_immutable(tag) and not is_immutable(tag + "\n")
+
+
+VERSIONS = ["2", "2.3", "2.3.0", "2.3.1", "02.3.1", "2.3.1.0", "12.1.105", "2.3.1rc1", "2.3.1.post1", "2.3.1+cu121",
+            "1!2.3.1", "2.3.1.dev0", "0.4.30", "3.10", "3.9"]
+
+
+@pytest.mark.parametrize("a", VERSIONS)
+def test_the_version_helpers_agree_with_packaging(a):
+    from packaging.version import Version
+
+    from imagectl.grammar import major_minor, release_numbers, versions_equal
+
+    assert release_numbers(a) == Version(a).release
+    assert major_minor(a) == f"{Version(a).major}.{Version(a).minor}"
+    for b in VERSIONS:
+        assert versions_equal(a, b) == (Version(a) == Version(b)), (a, b)
+
+
+def test_plain_versions_are_checked_without_packaging_and_bad_ones_still_refused():
+    from imagectl.grammar import check_version, release_numbers
+
+    assert check_version("12.1.105") == "12.1.105" and check_version("2.3.1rc1") == "2.3.1rc1"
+    for bad in ("2.3.x", "2..3", ".2", "2.3.", "v 2"):
+        with pytest.raises(ValidationError):
+            check_version(bad)
+    with pytest.raises(ValueError):
+        release_numbers("not a version")
