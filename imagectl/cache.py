@@ -1,9 +1,9 @@
 """A small on-disk cache of results that are pure functions of files: the loaded matrix, validate's report.
 
-The key is a sha256 over imagectl's version, the (path, size, mtime) of imagectl's own modules and of every
-input file, and any extra text the caller adds (such as configured directories).  Any change of any input
-gives a new key; a cache entry that cannot be read is simply recomputed.  ``IMAGECTL_NO_CACHE=1`` turns the
-cache off; it lives in ``$XDG_CACHE_HOME/imagectl`` (``~/.cache/imagectl``).
+The key is a SHA-512 (its first 256 bits) over imagectl's version, the (path, size, mtime) of imagectl's own
+modules and of every input file, and any extra text the caller adds (such as configured directories).  Any
+change of any input gives a new key; a cache entry that cannot be read is simply recomputed.
+``IMAGECTL_NO_CACHE=1`` turns the cache off; it lives in ``$XDG_CACHE_HOME/imagectl`` (``~/.cache/imagectl``).
 
 Each kind keeps at most ``KEEP_PER_KIND`` entries (``build --all`` caches one rendered context per profile), the
 least recently used going first: a hit touches its entry's mtime.  Several processes and threads may share the
@@ -13,15 +13,23 @@ that another process removed or replaced meanwhile.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import tempfile
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
 from . import __version__
+
+try:  # the C module that ``random`` (which tempfile loads) has loaded already; hashlib would add OpenSSL's start-up
+    from _sha512 import sha512  # Python 3.10, 3.11
+except ImportError:  # pragma: no cover - the module's name since 3.12
+    try:
+        from _sha2 import sha512
+    except ImportError:
+        from hashlib import sha512
 
 T = TypeVar("T")
 _PACKAGE = Path(__file__).resolve().parent
@@ -34,9 +42,9 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "imagectl"
 
 
-def _stat_line(path: Path) -> str:
+def _stat_line(path: str) -> str:
     try:
-        st = path.stat()
+        st = os.stat(path)
         return f"{path}|{st.st_size}|{st.st_mtime_ns}\n"
     except OSError:
         return f"{path}|missing\n"
@@ -52,14 +60,17 @@ def _code_files(root: str = str(_PACKAGE)) -> list[str]:
     return sorted(out)
 
 
+@lru_cache(maxsize=1)
+def _code_lines() -> str:
+    """The stat lines of imagectl's own modules, once per process (the code a process runs is the code it
+    loaded)."""
+    return "".join(_stat_line(name) for name in _code_files())
+
+
 def cache_key(kind: str, inputs: Iterable[Path], extra: str = "") -> str:
-    """The key of a result computed from ``inputs`` (and imagectl's own code)."""
-    h = hashlib.sha256(f"{kind}\0{__version__}\0{extra}\0".encode())
-    for name in _code_files():
-        h.update(_stat_line(Path(name)).encode())
-    for path in sorted(inputs):
-        h.update(_stat_line(path).encode())
-    return h.hexdigest()
+    """The key of a result computed from ``inputs`` (and imagectl's own code): 64 hex digits."""
+    text = "".join([f"{kind}\0{__version__}\0{extra}\0", _code_lines(), *map(_stat_line, sorted(map(str, inputs)))])
+    return sha512(text.encode()).hexdigest()[:64]
 
 
 def cached(kind: str, inputs: Iterable[Path], compute: Callable[[], T], extra: str = "",

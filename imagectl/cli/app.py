@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, Callable
 
 import click
@@ -58,6 +57,8 @@ def workspace(ctx: click.Context) -> "Workspace":
 
 def echo_json(data: Any) -> None:
     """Print ``data`` as indented, key-sorted JSON."""
+    import json  # here: a command without --json never pays for it
+
     click.echo(json.dumps(data, indent=2, sort_keys=True))
 
 

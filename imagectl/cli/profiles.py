@@ -52,11 +52,18 @@ def cmd_list(ctx: click.Context, framework: str | None, cuda: str | None, python
 @click.pass_context
 def cmd_show(ctx: click.Context, name: str, python: str | None, as_json: bool) -> None:
     """Show the resolved profile NAME (e.g. torch-2.3-cu121)."""
+    from ..cache import cached
     from ..grammar import check_python
+    from ..lock.store import lock_inputs
     from .views import describe_profile, show_text
 
     ws = workspace(ctx)
-    info = describe_profile(ws.profile(name, python and check_python(python, "--python")), ws.config, ws.matrix)
+    python = python and check_python(python, "--python")
+    # a pure function of the matrix, the configuration and the lock files: cached as plain data, so a repeated
+    # `show` reads neither the matrix nor a lock (the cache keys every input file by path, size and mtime)
+    info = cached("show", [*ws.matrix_inputs, *lock_inputs(ws.config)],
+                  lambda: describe_profile(ws.profile(name, python), ws.config, ws.matrix),
+                  extra=f"{name}\0{python}\0{ws.config!r}")
     if as_json:
         echo_json(info)
         return
@@ -82,7 +89,7 @@ def cmd_validate(ctx: click.Context, junit: str | None, as_json: bool) -> int:
 
     from ..shipped import template_files
 
-    inputs = [*ws.matrix.files, *template_files(ws.config)]
+    inputs = [*ws.matrix_inputs, *template_files(ws.config)]  # a hit needs neither the matrix nor its model
     report = cached("validate", inputs, run, extra=repr(ws.config))
     if as_json:
         echo_json(_validate_json(report))

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import Config
-from ..lock.store import lock_summary
-from ..matrix.listing import profile_notes
-from ..matrix.model import Matrix, Profile
-from ..pip_index import index_url
-from ..render.context import base_reference
-from ..tags.naming import moving_reference
+if TYPE_CHECKING:  # imported where used: `show` with a cached description only formats it
+    from ..config import Config
+    from ..matrix.model import Matrix, Profile
 
 LIST_COLUMNS = ("name", "framework_version", "cuda", "cudnn", "nccl", "python", "min_driver", "verified", "lock")
 # list's lock column: where the lock a build installs comes from; "build" = locked at build time (unlocked here)
@@ -25,6 +21,7 @@ def list_table_row(row: dict[str, Any]) -> dict[str, Any]:
 def lock_origin(profile: Profile, config: Config) -> str:
     """``shipped`` or ``team`` (a lock file applies), else ``build`` (the build locks against its index)."""
     from ..lock.store import find_lock
+    from ..pip_index import index_url
 
     found = find_lock(profile, config, index_url(profile, config))
     return found.origin if found else UNLOCKED
@@ -45,6 +42,12 @@ def effective_toolkit(profile: Profile, config: Config, matrix: Matrix | None):
 def describe_profile(profile: Profile, config: Config, matrix: Matrix | None = None) -> dict[str, Any]:
     """Everything ``show --json`` prints for a profile (see README for the keys); with the ``matrix`` the driver
     floors and GPU targets follow the CUDA its lock installs."""
+    from ..lock.store import lock_summary
+    from ..matrix.listing import profile_notes
+    from ..pip_index import index_url
+    from ..render.context import base_reference
+    from ..tags.naming import moving_reference
+
     toolkit, runtime_notes = effective_toolkit(profile, config, matrix)
     return {
         "name": profile.name,

@@ -17,9 +17,9 @@ same inputs give the same bytes.  :func:`format_lock` and :func:`parse_lock` are
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..errors import InputError
 from ..grammar import check_package_name, check_version
@@ -93,9 +93,12 @@ class Lock:
         """The file's bytes as text (:func:`format_lock`)."""
         return format_lock(self)
 
-    @property
+    @cached_property
     def sha256(self) -> str:
-        """The sha256 of the file's bytes: what the build key and the image's label carry."""
+        """The sha256 of the file's bytes: what the build key and the image's label carry (computed once; a
+        pickled lock carries it, so a cached lock costs ``show`` no hashing)."""
+        import hashlib  # here: OpenSSL's start-up is paid only where a lock is hashed
+
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 

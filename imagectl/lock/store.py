@@ -14,13 +14,15 @@ import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config import Config
 from ..errors import InputError, OperationError
-from ..matrix.model import Profile
 from .. import shipped
-from .lockfile import Lock, parse_lock
-from .target import profile_lock_id
+
+if TYPE_CHECKING:  # imported where used: `show` with a cached description needs only lock_inputs
+    from ..matrix.model import Profile
+    from .lockfile import Lock
 
 LOCKS = "locks"
 
@@ -42,9 +44,16 @@ def lock_dirs(config: Config) -> list[tuple[Path, str]]:
     return dirs
 
 
+def lock_inputs(config: Config) -> list[Path]:
+    """Every lock directory (present or not) and the lock files in it: what decides which lock a profile gets,
+    the inputs of a cached result that names it."""
+    dirs = [directory for directory, _ in lock_dirs(config)]
+    return [*dirs, *(f for d in dirs if d.is_dir() for f in d.glob("*.txt"))]
+
+
 def read_lock(path: Path) -> Lock:
-    """The lock at ``path`` (parsed once per process for an unchanged file); raises InputError naming the file for
-    one that cannot be read or parsed."""
+    """The lock at ``path`` (parsed once for an unchanged file: per process, and in the result cache); raises
+    InputError naming the file for one that cannot be read or parsed."""
     try:
         stat = path.stat()
     except OSError as exc:
@@ -54,16 +63,28 @@ def read_lock(path: Path) -> Lock:
 
 @lru_cache(maxsize=256)
 def _read(path: Path, _mtime: int, _size: int) -> Lock:
+    from ..cache import cached
+
+    return cached("lock", [path], lambda: _parse_file(path))
+
+
+def _parse_file(path: Path) -> Lock:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read the lock: {getattr(exc, 'strerror', None) or exc}") from None
-    return parse_lock(text, str(path))
+    from .lockfile import parse_lock
+
+    lock = parse_lock(text, str(path))
+    lock.sha256  # computed before the result cache pickles it
+    return lock
 
 
 def find_lock(profile: Profile, config: Config, index: str) -> FoundLock | None:
     """The first lock file of ``profile`` whose header names ``index`` (credential-free), or None; raises
     InputError for a lock file that cannot be read."""
+    from .target import profile_lock_id
+
     name = f"{profile_lock_id(profile)}.txt"
     for directory, origin in lock_dirs(config):
         path = directory / name
@@ -76,6 +97,8 @@ def find_lock(profile: Profile, config: Config, index: str) -> FoundLock | None:
 
 def shipped_lock_path(profile: Profile) -> Path:
     """Where the shipped lock of ``profile`` is (or would be)."""
+    from .target import profile_lock_id
+
     return shipped.shipped_dir("matrices") / LOCKS / f"{profile_lock_id(profile)}.txt"
 
 
