@@ -22,12 +22,16 @@ def summary_table(results: Sequence[BuildResult]) -> str:
 
 
 def result_dict(r: BuildResult, secrets: Sequence[str] = ()) -> dict[str, Any]:
-    """One result of ``build --json``: what is unknown is None; the error, notes and log tail are redacted."""
+    """One result of ``build --json``: what is unknown is None; the error, notes and log tail are redacted;
+    ``downloads`` lists the wheels pip downloaded (``name``, ``version``, ``bytes`` as pip printed the size,
+    ``seconds``)."""
     out: dict[str, Any] = {
         "profile": r.profile, "status": r.status, "repository": r.repository or None, "tag": r.tag or None,
         "digest": r.digest or None, "image_id": r.image_id or None, "size": r.size or None, "seconds": r.seconds,
         "phases": dict(r.phases), "notes": [redact(n, secrets) for n in r.notes],
         "lock": {"sha256": r.lock_sha256, "origin": r.lock_origin} if r.lock_sha256 else None,
+        "downloads": [{"name": d.name, "version": d.version, "bytes": d.bytes, "seconds": d.seconds}
+                      for d in r.downloads],
     }
     if r.status == "failed":
         out.update(step=r.step or None, error=redact(r.error, secrets),

@@ -34,7 +34,7 @@ from ..lock.extras import lock_extras
 from ..lock.make import ChosenLock, lock_for_build
 from ..lock.target import target_for
 from ..matrix.model import Profile
-from ..progress import Heartbeat
+from ..progress import Heartbeat, PipDownload, PipLog
 from ..reference import Reference, parse_reference
 from ..render.context import base_reference
 from ..shipped import template_files
@@ -91,7 +91,8 @@ def refuse_conflicting_extras(profiles: Sequence[Profile], config: Config, optio
 @dataclass
 class BuildResult:
     """One line of the summary table; ``phases`` holds the seconds each timed phase took (resolve, render,
-    lookup, build, check, tag, push: those that ran)."""
+    lookup, build, check, tag, push: those that ran); ``downloads`` the wheels pip downloaded in the build
+    (none for a reused image or a fully cached build)."""
 
     profile: str
     status: str  # built, reused, failed
@@ -109,6 +110,7 @@ class BuildResult:
     lock_sha256: str = ""  # the lock the image installs
     lock_origin: str = ""  # team, shipped or build-time
     exit_code: int = 0  # of a failure: 2 for bad input (a conflicting extra), else 1
+    downloads: list[PipDownload] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -250,7 +252,8 @@ def _build(profile: Profile, files: dict[str, bytes], added: dict[str, Path], ke
         write_context(files, tmp)
         place_files(added, tmp)
         log(f"building {profile.name} (build key {key[:10]})")
-        with Heartbeat(log, "building") as beat:
+        pip = PipLog()
+        with Heartbeat(log, "building", pip=pip) as beat:
             image_id = engine.build(tmp, labels, config.build_network, config.build_args, options.no_cache,
                                     beat.sink)
     with _timed(phases, "check"), Heartbeat(log, "checking") as beat:
@@ -272,7 +275,8 @@ def _build(profile: Profile, files: dict[str, bytes], added: dict[str, Path], ke
         log(f"{repo.familiar}:{tag} already names this image ({short_digest(existing)}): not pushed again")
     with _timed(phases, "tag"):
         moved = guarded_move(store, MOVING_TAG, target, tag, store.digest(MOVING_TAG), "build")
-    result = _note(BuildResult(repo.path.rsplit("/", 1)[-1], "built", tag, target, image_id=image_id), moved)
+    result = _note(BuildResult(repo.path.rsplit("/", 1)[-1], "built", tag, target, image_id=image_id,
+                               downloads=list(pip.downloads)), moved)
     try:  # the registry's moving tag has moved: the local copy is a convenience, not a reason to fail
         if config.registry_url:
             engine.tag(image_id, repo.familiar, MOVING_TAG)

@@ -89,3 +89,57 @@ def test_on_a_terminal_the_build_is_a_live_display(tmp_path, mirror, wheel_index
     rows = [part for part in screen.split("\x1b[2K") if part.startswith(f"{PROFILE} [")]
     assert len(rows) > 5 and any("building" in row or "Step" in row for row in rows)
     assert not any(STAMP.match(line) for line in screen.splitlines())  # not the plain log
+
+
+def pip_size_text(size: int) -> str:
+    """The size as pip prints it after ``Downloading`` (pip's ``format_size``: 0.1 MB, 1 kB, 0.1 kB, bytes)."""
+    if size > 1000 * 1000:
+        return f"{size / 1000 / 1000:.1f} MB"
+    if size > 10 * 1000:
+        return f"{int(size / 1000)} kB"
+    return f"{size / 1000:.1f} kB" if size > 1000 else f"{size} bytes"
+
+
+def served_wheels(index_url: str) -> dict[tuple[str, str], int]:
+    """(project, version) -> bytes of every wheel the stand-in index serves (its PEP 691 JSON pages)."""
+    import urllib.request
+
+    def page(url: str) -> dict:
+        request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.load(answer)
+
+    served = {}
+    for project in page(f"{index_url}/")["projects"]:
+        for entry in page(f"{index_url}/{project['name']}/")["files"]:
+            version = entry["filename"].split("-")[1]
+            served[(project["name"], version)] = entry["size"]
+    return served
+
+
+def test_pip_steps_end_with_a_summary_and_json_names_each_download(run_cli, tmp_path, mirror, wheel_index, registry,
+                                                                    docker_config):
+    """``--no-cache``: pip really runs (a cached layer prints nothing of pip's)."""
+    from imagectl.progress import parse_pip_size
+
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="downloads")
+    built = run_cli("build", PROFILE, "--force", "--no-cache", "--json")
+    assert built.code == 0, built.err[-3000:]
+    log = built.err.splitlines()
+    summaries = [line for line in log if re.match(r"^\[\d\d:\d\d\] pip: \d+ packages?, ", line)]
+    installed = [i for i, line in enumerate(log) if re.match(r"^\[\d\d:\d\d\] Successfully installed ", line)]
+    assert summaries and len(summaries) == len(installed), "\n".join(log)
+    assert all(log[i + 1] in summaries for i in installed)  # each right after pip's last line
+    summary = re.compile(r"pip: \d+ packages?, [0-9.]+ [kMG]?B downloaded in \d+ s, installed in \d+ s: "
+                         r"[a-z0-9-]+ [0-9.]+ [kMG]?B \d+ s")
+    assert all(summary.search(line) for line in summaries), summaries
+
+    downloads = json.loads(built.out)["results"][0]["downloads"]
+    served = served_wheels(wheel_index)
+    assert {d["name"] for d in downloads} >= {"torch", "nvidia-cudnn-cu12", "nvidia-nccl-cu12"}
+    for d in downloads:
+        assert set(d) == {"name", "version", "bytes", "seconds"} and d["seconds"] >= 0
+        size = served[(d["name"], d["version"])]  # a stand-in wheel, at the version the lock pins
+        assert d["bytes"] == parse_pip_size(pip_size_text(size)), (d, size)  # its real size, as pip rounds it
+    assert len(downloads) == len({(d["name"], d["version"]) for d in downloads})  # each wheel once
+    assert sum(int(re.search(r"pip: (\d+) package", line)[1]) for line in summaries) == len(downloads)
