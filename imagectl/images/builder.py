@@ -36,7 +36,7 @@ from ..lock.target import target_for
 from ..matrix.model import Profile
 from ..progress import Heartbeat, PipDownload, PipLog
 from ..reference import Reference, parse_reference
-from ..render.context import base_reference
+from ..render.context import NETRC_FILE, base_reference, pip_netrc
 from ..shipped import template_files
 from ..tags.managed import open_tag_store
 from ..tags.moves import MoveResult, guarded_move
@@ -169,14 +169,18 @@ def _prepare(profile: Profile, config: Config, engine: Engine, options: BuildOpt
     def render() -> dict[str, bytes]:  # imports Jinja only when the context is not cached
         from ..render.dockerfile import context_files
 
-        return context_files(profile, config, base_digest=base_digest, extras=options.extras, base_image=user_base,
-                             lock=chosen.lock, extras_lock=closure, title=name if options.extras else None)
+        rendered = context_files(profile, config, base_digest=base_digest, extras=options.extras,
+                                 base_image=user_base, lock=chosen.lock, extras_lock=closure,
+                                 title=name if options.extras else None)
+        return {n: content for n, content in rendered.items() if n != NETRC_FILE}  # the password is not cached
 
     with _timed(phases, "render"):
         inputs = [*template_files(config), *([config.ca_bundle] if config.ca_bundle else [])]  # the CA's content too
         files = cached("context", inputs, render,
                        extra=repr((profile, config, base_digest, options.extras, user_base, chosen.lock.sha256,
                                    closure, name)))
+        netrc = pip_netrc(profile, config)  # index credentials: into the context, never into the result cache
+        files = {**files, NETRC_FILE: netrc.encode()} if netrc else files
         added = context_files_on_disk(config.context_dirs)
         key = build_key(files, base_digest, config.build_args, file_digests(added))
     repo = repository(name, config)

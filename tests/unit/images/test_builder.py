@@ -230,6 +230,21 @@ def test_force_builds_again_and_moves_latest(profile, engine, registry):
                                                                  (again.digest, first.digest, "build")]
 
 
+def test_index_credentials_reach_the_context_but_never_the_result_cache(profile, engine, registry, tmp_path):
+    password = "S3cr3t-0f-the-index"
+    config = with_registry(pip_index_url=f"https://user:{password}@pypi.example.com/simple")
+    first = build(profile, config, engine)
+    again = build(profile, config, engine, force=True)  # its context comes from the result cache
+
+    assert (first.status, again.status, len(engine.builds)) == ("built", "built", 2)
+    for made in engine.builds:
+        assert password.encode() in made.files["imagectl-pip.netrc"]
+    cache = tmp_path / "xdg_cache_home" / "imagectl"
+    entries = [p for p in cache.rglob("*") if p.is_file()]
+    assert any(p.name.startswith("context-") for p in entries)  # the context was cached ...
+    assert not [p for p in entries if password.encode() in p.read_bytes()]  # ... without the password
+
+
 @pytest.mark.parametrize("lie, crash, message", [
     ({NCCL: "2.19.3"}, 0, "in-image check failed: nccl loaded by torch: expected 2.20.5, found 2.19.3"),
     ({}, 3, "the in-image check exited with status 3"),
