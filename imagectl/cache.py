@@ -1,4 +1,5 @@
-"""A small on-disk cache of results that are pure functions of files: the loaded matrix, validate's report.
+"""A small on-disk cache of results that are pure functions of files: the loaded matrix, validate's report, show's
+description of a profile, parsed locks, build-time locks, rendered build contexts.
 
 The key is a SHA-512 (its first 256 bits) over imagectl's version, the (path, size, mtime) of imagectl's own
 modules and of every input file, and any extra text the caller adds (such as configured directories).  Any
