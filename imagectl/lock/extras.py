@@ -13,11 +13,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
 from ..errors import InputError
 from ..pypi.metadata import marker_environment
-from .lockfile import Lock, LockedPackage
+from .lockfile import Lock, LockedPackage, canonical_name
 from .resolve import ResolveError, resolve
 from .target import Target
 
@@ -45,7 +44,7 @@ def conflicts(extras: Sequence[str], lock: Lock) -> list[str]:
     out = []
     for text in extras:
         req = parse_extra(text)
-        name = canonicalize_name(req.name)
+        name = canonical_name(req.name)
         if name in locked and applies(req, lock.header.python) \
                 and not req.specifier.contains(locked[name], prereleases=True):
             out.append(f"extra {str(req)!r} conflicts with the lock of {lock.header.lock_id}: {name}=={locked[name]}")

@@ -13,15 +13,13 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Callable
 
-from packaging.utils import canonicalize_name
-
 from ..cache import cached
 from ..config import Config
 from ..errors import OperationError
 from ..matrix.model import Profile
 from .asof import resolve_as_of, upload_date
 from .layers import layer_of
-from .lockfile import Lock, LockHeader
+from .lockfile import Lock, LockHeader, canonical_name
 from .resolve import ResolveError, resolve
 from .store import find_lock
 from .target import Target, build_tag, lock_inputs, profile_lock_id, target_for
@@ -48,7 +46,7 @@ def first_layer_inputs(profile: Profile, inputs: tuple[str, ...]) -> list[str]:
 
 def requirement_name(requirement: str) -> str:
     """``nvidia-nccl-cu12`` of ``nvidia-nccl-cu12==2.20.5`` (or of ``name[extra]==v``), canonical."""
-    return canonicalize_name(requirement.split("[", 1)[0].split("==", 1)[0])
+    return canonical_name(requirement.split("[", 1)[0].split("==", 1)[0])
 
 
 def first_layer_as_of(profile: Profile, target: Target, inputs: list[str], grace_days: int,

@@ -13,16 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from packaging.utils import canonicalize_name
-from packaging.version import Version
-
 from .. import shipped
 from ..config import Config
 from ..errors import ImagectlError
+from ..grammar import versions_equal
 from ..matrix.model import Matrix, Profile
 from ..matrix.names import resolve_profile
 from ..pypi.simple import project_files
-from .lockfile import Lock
+from .lockfile import Lock, canonical_name
 from ..pip_index import index_url
 from .store import LOCKS, find_lock, read_lock
 from .target import lock_inputs, profile_lock_id
@@ -50,8 +48,8 @@ def input_problems(lock: Lock, profile: Profile) -> list[str]:
                    f"{' '.join(new) or '-'} (remake: imagectl lock {profile_lock_id(profile)})")
     locked = lock.versions
     for name, version in profile.packages:
-        have = locked.get(canonicalize_name(name))
-        if have is None or Version(have) != Version(version):  # 13.0.3.0 is 13.0.3 (PEP 440)
+        have = locked.get(canonical_name(name))
+        if have is None or not versions_equal(have, version):  # 13.0.3.0 is 13.0.3 (PEP 440)
             out.append(f"{name}: the matrix pins {version}, the lock has {have or 'nothing'}")
     return out
 
