@@ -34,18 +34,6 @@ def _info(attrs: Mapping[str, Any]) -> ImageInfo:
     )
 
 
-def _summary_info(item: Mapping[str, Any]) -> ImageInfo:
-    """An ImageInfo from an entry of the engine's image list (not an inspect)."""
-    return ImageInfo(
-        id=item["Id"],
-        tags=tuple(t for t in item.get("RepoTags") or () if t != "<none>:<none>"),
-        repo_digests=tuple(item.get("RepoDigests") or ()),
-        labels=dict(item.get("Labels") or {}),
-        size=int(item.get("Size") or 0),
-        created=str(item.get("Created") or ""),
-    )
-
-
 def ssh_options(host: str, which: Callable[[str], str | None] = shutil.which) -> dict[str, Any]:
     """How the SDK reaches a ``DOCKER_HOST=ssh://user@host`` engine.  The Docker SDK's ssh transport imports
     paramiko whatever it connects with (docker 7.1, transport/sshconn.py), so without paramiko this raises
@@ -79,11 +67,6 @@ class DockerEngine:
             where = redact(host) if host else "the default socket"
             raise EngineError(f"cannot reach the Docker engine at {where}: {_short(exc)}") from None
         self.api = self._client.api
-
-    def find_by_label(self, key: str, value: str) -> list[ImageInfo]:
-        """Local images labelled ``key=value`` (one API call: the image list, no inspect per image)."""
-        found = self._call(self.api.images, filters={"label": f"{key}={value}"})
-        return [_summary_info(item) for item in found]
 
     def list_tags(self, repository: str) -> list[str]:
         """The local tags of ``repository`` (familiar name), without the repository part."""

@@ -124,11 +124,6 @@ def is_reserved(tag: str) -> bool:
     return tag.startswith(RESERVED_PREFIX)
 
 
-def is_pointer(tag: str) -> bool:
-    """Whether ``tag`` is a moving tag or channel (neither immutable nor reserved): prune never deletes its image."""
-    return not is_immutable(tag) and not is_reserved(tag)
-
-
 def check_channel(name: str) -> str:
     """A channel name (``stable``, ``canary``): lower-case, not ``latest``, not reserved, not immutable-shaped.
 

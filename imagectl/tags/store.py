@@ -5,7 +5,6 @@ Both stores offer the same small interface, so history, rollback, promotion and 
 - ``tags()``: every tag of the repository but imagectl's own records (``imagectl-*``, see
   :func:`.naming.is_reserved`), so no listing, plan or prune ever sees them;
 - ``digest(tag)``: what a tag points to (manifest digest in a registry, image id in the engine), or None;
-- ``exists(target)``: whether the image ``target`` (a digest/id) is still there;
 - ``point(tag, target)``: move ``tag`` to the image ``target`` (a digest/id) — in a registry one manifest GET
   and one manifest PUT, no layer moves;
 - ``delete(tag)``, ``labels(target)`` and ``created(target)``;
@@ -133,7 +132,6 @@ class TagStore(Protocol):
 
     def tags(self) -> list[str]: ...
     def digest(self, tag: str) -> str | None: ...
-    def exists(self, target: str) -> bool: ...
     def point(self, tag: str, target: str) -> None: ...
     def delete(self, tag: str) -> None: ...
     def labels(self, target: str) -> Mapping[str, str]: ...
@@ -278,10 +276,6 @@ class RegistryTagStore:
     def digest(self, tag: str) -> str | None:
         """The manifest digest ``tag`` points to, or None."""
         return self.client.head_manifest(self._path, tag)
-
-    def exists(self, target: str) -> bool:
-        """Whether manifest ``target`` (a digest) is in the repository: one HEAD."""
-        return self.client.head_manifest(self._path, target) is not None
 
     def point(self, tag: str, target: str) -> None:
         """Move ``tag`` to manifest ``target``: one GET and one PUT of the manifest, no blob moves.
@@ -478,10 +472,6 @@ class EngineTagStore:
         """The image id ``tag`` points to, or None."""
         info = self.engine.inspect(f"{self._name}:{tag}")
         return info.id if info else None
-
-    def exists(self, target: str) -> bool:
-        """Whether the local image ``target`` (an id) is still there."""
-        return self.engine.inspect(target) is not None
 
     def point(self, tag: str, target: str) -> None:
         """Tag image ``target`` as ``tag``."""

@@ -58,9 +58,6 @@ class FakeStore:
         self._hook("digest", tag)
         return self.tag_map.get(tag)
 
-    def exists(self, target: str) -> bool:
-        return target in self.manifests
-
     def point(self, tag: str, target: str) -> None:
         self._hook("point", tag, target)
         if target not in self.manifests:

@@ -8,7 +8,7 @@ from tagfakes import FakeStore, digest_of, move, tag_on
 
 from imagectl.cli.tag_views import format_history, format_versions
 from imagectl.tags.history import history_json, image_versions, moves_json, read_history
-from imagectl.tags.naming import immutable_parts, is_pointer
+from imagectl.tags.naming import immutable_parts
 
 LABELS = {"imagectl.framework": "torch", "imagectl.framework.version": "2.3.1", "imagectl.cuda": "12.1",
           "imagectl.cudnn": "8.9.2.26", "imagectl.nccl": "2.20.5", "imagectl.python": "3.10"}
@@ -70,11 +70,10 @@ def test_an_unreadable_image_still_has_a_row():
     assert row["tag"] == tag_on(3) and row["created"] is None and row["versions"]["version"] == "2.3.1"
 
 
-def test_naming_parts_and_pointers():
+def test_naming_parts():
     assert immutable_parts(tag_on(1)) == {"version": "2.3.1", "cuda": "cu121", "python": "3.10",
                                           "stamp": "20240101T120000", "key": "0000000001"}
     assert immutable_parts("latest") is None
-    assert is_pointer("latest") and is_pointer("stable") and not is_pointer(tag_on(1))
 
 
 def test_history_carries_what_of_the_log_could_not_be_read():
