@@ -43,6 +43,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, BinaryIO
 
+from tests.standin_tensor import TENSOR_SOURCE
+
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 _UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _FRAMEWORK_PACKAGES = frozenset({"torch", "torchvision", "torchaudio"})
@@ -275,39 +277,6 @@ def _leading_ints(version: str, count: int) -> list[int]:
     return [int(part) for part in parts[:count]]
 
 
-# Tensors of the stand-in torch: lists of floats with what the in-image check's compile step uses.
-_STANDIN_TENSOR = '''import math
-
-float32 = "float32"
-
-
-class Tensor:
-    def __init__(self, values, device="cpu"):
-        self.values, self.device = [float(v) for v in values], device
-
-    def _zip(self, other, op):
-        theirs = other.values if isinstance(other, Tensor) else [other] * len(self.values)
-        return Tensor(map(op, self.values, theirs), self.device)
-
-    def __mul__(self, other):
-        return self._zip(other, lambda a, b: a * b)
-
-    def __add__(self, other):
-        return self._zip(other, lambda a, b: a + b)
-
-
-def arange(n, dtype=None, device="cpu"):
-    return Tensor(range(n), device)
-
-
-def sin(x):
-    return Tensor(map(math.sin, x.values), x.device)
-
-
-def allclose(a, b):
-    return len(a.values) == len(b.values) and all(abs(p - q) <= 1e-6 for p, q in zip(a.values, b.values))
-'''
-
 # torch.compile of the stand-in: on the first call it does, for real, what inductor's CPU backend needs from the
 # image -- builds a C++ Python extension with $CXX (else g++, torch._inductor.config.cpp.cxx) against the headers
 # at sysconfig.get_paths()["include"] and loads it -- and fails the way inductor fails when it cannot.
@@ -403,7 +372,7 @@ def torch_standin_files(torch_version: str, facts: Mapping[str, Any]) -> dict[st
             "from torch._standin_tensor import Tensor, allclose, arange, float32, sin  # noqa: E402,F401\n"
             "from torch._standin_inductor import compile  # noqa: E402,F401\n"
         ),
-        "torch/_standin_tensor.py": _STANDIN_TENSOR,
+        "torch/_standin_tensor.py": TENSOR_SOURCE,
         "torch/_standin_inductor.py": _STANDIN_INDUCTOR,
         "torch/version.py": (
             f"__version__ = {torch_version!r}\ncuda = {cuda!r}\nhip = None\ndebug = False\n"

@@ -21,40 +21,12 @@ from imagectl.imagecheck.compare import compare, failed
 from imagectl.labels import expectations_from_profile
 from imagectl.matrix.names import resolve_profile
 from imagectl.render.dockerfile import context_files
+from tests.standin_tensor import TENSOR_SOURCE
 
-_LISTS = '''
-import math
+# The stand-in tensors (shared with the integration stand-in wheels) and a compiler that FAKE_COMPILE steers.
+_LISTS = TENSOR_SOURCE + '''
+
 import os
-
-
-class Tensor:
-    def __init__(self, values, device="cpu"):
-        self.values, self.device = [float(v) for v in values], device
-
-    def _zip(self, other, op):
-        theirs = other.values if isinstance(other, Tensor) else [other] * len(self.values)
-        return Tensor(map(op, self.values, theirs), self.device)
-
-    def __mul__(self, other):
-        return self._zip(other, lambda a, b: a * b)
-
-    def __add__(self, other):
-        return self._zip(other, lambda a, b: a + b)
-
-
-float32 = "float32"
-
-
-def arange(n, dtype=None, device="cpu"):
-    return Tensor(range(n), device)
-
-
-def sin(x):
-    return Tensor(map(math.sin, x.values), x.device)
-
-
-def allclose(a, b):
-    return all(abs(p - q) <= 1e-6 for p, q in zip(a.values, b.values))
 
 
 def compiled_like(fn, failed):
