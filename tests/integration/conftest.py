@@ -7,7 +7,6 @@ Without an engine or a registry these tests skip on a developer's machine and FA
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -16,16 +15,10 @@ import pytest
 
 from tests.integration.support.engine import cuda_base_env, ensure_dockerd, push_to_registry, standin_base_image
 from tests.integration.support.registry import RegistryServer, start_registry
+from tests.integration.support.skips import skip_or_fail  # also for the tests that import it from here
 from tests.integration.support.wheels import make_standin_framework_wheels, make_wheel, serve_simple_index
 
 MIRROR_PREFIX = "hub"  # docker.io/<path> is mirrored at <registry>/hub/<path>
-
-
-def skip_or_fail(reason: str) -> None:
-    """Fail under CI (CI=true), skip elsewhere."""
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -28,6 +27,8 @@ from imagectl.registry.body import ERROR_BODY_BYTES
 from imagectl.registry.client import MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES, MAX_TAG_PAGE_BYTES
 from tests.integration.support.hostile import Behavior, FakeRegistry, Request, Wire, answer, drip, endless, silence
 from tests.integration.support.registry import free_port
+from tests.integration.support.skips import require_binary
+from tests.integration.support.sleeps import Sleeps
 
 pytestmark = pytest.mark.integration
 
@@ -36,22 +37,6 @@ PROFILE = "torch-2.3-cu121"
 SLACK_S = 3.0  # a slow shared CI machine: how much later than its deadline a request may end
 BUFFERS = 32 * 1024 * 1024  # what may sit in socket buffers when a reader stops: loopback, both sides
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-
-
-def _require(binary: str) -> None:
-    """Fail under CI (CI=true), skip elsewhere, when ``binary`` is missing."""
-    if shutil.which(binary) is None:
-        reason = f"{binary} is not installed"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-
-
-class Sleeps(list[float]):
-    """An injectable sleep that records the delays instead of waiting."""
-
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
 
 
 def _client(host: str, timeout: float | None = None, real_sleep: bool = False, **kwargs: object) -> RegistryClient:
@@ -372,8 +357,8 @@ class TokenRegistry:
 @pytest.fixture
 def other_host_realm(fakes, tmp_path: Path) -> Iterator[tuple[TokenRegistry, FakeRegistry]]:
     """A real registry on 127.0.0.1 whose realm is plain http on 127.0.0.2, where a fake token server records."""
-    _require("docker-registry")
-    _require("openssl")
+    require_binary("docker-registry")
+    require_binary("openssl")
     tokens = _start(fakes, {"/token": answer(200, {"token": "anonymous-token"})}, address="127.0.0.2")
     registry = TokenRegistry(tmp_path, f"http://{tokens.host}/token")
     yield registry, tokens

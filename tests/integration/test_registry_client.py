@@ -13,7 +13,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,24 +43,10 @@ from tests.integration.support.registry import (
     push_sample_image,
     start_registry,
 )
+from tests.integration.support.skips import require_binary
+from tests.integration.support.sleeps import Sleeps
 
 pytestmark = pytest.mark.integration
-
-
-def _require(binary: str) -> None:
-    """Fail under CI (CI=true), skip elsewhere, when ``binary`` is missing."""
-    if shutil.which(binary) is None:
-        reason = f"{binary} is not installed"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-
-
-class Sleeps(list[float]):
-    """An injectable sleep that records the delays instead of waiting."""
-
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
 
 
 def _client(
@@ -72,7 +57,7 @@ def _client(
 
 
 def _start(root: Path, auth: str | None = None) -> Iterator[RegistryServer]:
-    _require("docker-registry")
+    require_binary("docker-registry")
     server = start_registry(root, auth)
     try:
         yield server
@@ -92,13 +77,13 @@ def other_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registr
 
 @pytest.fixture(scope="module")
 def basic_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServer]:
-    _require("htpasswd")
+    require_binary("htpasswd")
     yield from _start(tmp_path_factory.mktemp("basic-registry"), "htpasswd")
 
 
 @pytest.fixture(scope="module")
 def token_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServer]:
-    _require("openssl")
+    require_binary("openssl")
     yield from _start(tmp_path_factory.mktemp("token-registry"), "token")
 
 
@@ -181,7 +166,7 @@ def test_tags_are_listed_across_pages(registry: RegistryServer, proxy: FaultInje
 
 
 def test_repointing_a_tag_is_one_get_and_one_put(registry: RegistryServer, proxy: FaultInjectingProxy) -> None:
-    _require("skopeo")
+    require_binary("skopeo")
     client = _client(proxy)
     old = push_sample_image(client, "team/rollback", "stable", make_sample_image({"v": b"1"}))
     new = push_sample_image(client, "team/rollback", "candidate", make_sample_image({"v": b"2"}))
@@ -434,8 +419,8 @@ def test_unreachable_registry_is_one_clear_error(registry: RegistryServer) -> No
 
 
 def test_tls_is_verified_unless_insecure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _require("docker-registry")
-    _require("openssl")
+    require_binary("docker-registry")
+    require_binary("openssl")
     with start_registry(tmp_path, tls=True) as server:
         insecure = _client(server)  # https with the certificate unchecked (this registry speaks no http)
         digest = push_sample_image(insecure, "team/tls", "v1")

@@ -7,7 +7,6 @@ module on a workstation and fails it when ``CI=true``.
 from __future__ import annotations
 
 import io
-import os
 import tarfile
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from tests.integration.support.engine import (
     standin_base_image,
 )
 from tests.integration.support.registry import start_registry
+from tests.integration.support.skips import skip_or_fail
 from tests.integration.support.wheels import make_standin_framework_wheels, serve_simple_index
 
 pytestmark = pytest.mark.integration
@@ -44,20 +44,13 @@ PROBE = ("import torch; print(torch.__version__, torch.version.cuda, torch.backe
          "torch.cuda.nccl.version(), torch.cuda.is_available(), torch.cuda.device_count())")
 
 
-def _skip_or_fail(reason: str) -> None:
-    """Fail under CI (CI=true), skip elsewhere."""
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def client() -> Iterator[docker.DockerClient]:
     """A client for a running engine (started if we are root and it is not running)."""
     try:
         engine = ensure_dockerd()
     except RuntimeError as exc:
-        _skip_or_fail(f"no Docker engine: {exc}")
+        skip_or_fail(f"no Docker engine: {exc}")
     yield engine
     engine.close()
 
@@ -68,8 +61,7 @@ def base_image(client: docker.DockerClient) -> str:
     try:
         return standin_base_image(client, BASE_REF, python="3.11", env=BASE_ENV)
     except RuntimeError as exc:
-        _skip_or_fail(f"cannot make the stand-in base image: {exc}")
-        raise
+        skip_or_fail(f"cannot make the stand-in base image: {exc}")
 
 
 @pytest.fixture(scope="module")
