@@ -1,5 +1,5 @@
-"""Helpers for the CI and upstream tests: local simple indexes generated from the recorded PyPI metadata, a matrix
-that replaces the shipped one, and a scratch git repository."""
+"""Helpers for the unit tests: local simple indexes generated from the recorded PyPI metadata, a matrix that
+replaces the shipped one, an editable copy of the test matrix, and a scratch git repository."""
 
 from __future__ import annotations
 
@@ -186,6 +186,54 @@ def copy_matrix():
         return dest
 
     return copy
+
+
+@dataclass(frozen=True)
+class MatrixCopy:
+    """A writable copy of tests/fixtures/matrices: edit its files, then load it or see it refused."""
+
+    root: Path
+
+    def edit(self, name: str, old: str, new: str) -> Path:
+        """Replace the first ``old`` in matrix file ``name`` with ``new``; return the file's path.  Fails the test
+        when ``old`` is not there (an edit that changes nothing would test the unchanged fixture)."""
+        path = self.root / name
+        text = path.read_text()
+        assert old in text, f"{old!r} is not in {name}"
+        path.write_text(text.replace(old, new, 1))
+        return path
+
+    def write(self, name: str, text: str) -> Path:
+        """Write (or replace) the matrix file ``name``; return its path."""
+        path = self.root / name
+        path.write_text(text)
+        return path
+
+    def line_of(self, name: str, needle: str) -> int:
+        """The number (from 1) of the first line of matrix file ``name`` that contains ``needle``."""
+        lines = (self.root / name).read_text().splitlines()
+        return next(number for number, line in enumerate(lines, start=1) if needle in line)
+
+    def load(self) -> Any:
+        """The copy loaded as a Matrix."""
+        from imagectl.matrix.load import load_matrix
+
+        return load_matrix([self.root])
+
+    def refused(self, match: str) -> Exception:
+        """Assert that loading the copy raises MatrixError whose message matches ``match`` (``re.search``);
+        return the error."""
+        from imagectl.errors import MatrixError
+
+        with pytest.raises(MatrixError, match=match) as caught:
+            self.load()
+        return caught.value
+
+
+@pytest.fixture
+def matrix_copy(copy_matrix, tmp_path: Path) -> MatrixCopy:
+    """A :class:`MatrixCopy` of the test matrix under ``tmp_path/m``."""
+    return MatrixCopy(copy_matrix(tmp_path / "m"))
 
 
 def _git(repo: Path, *args: str) -> str:

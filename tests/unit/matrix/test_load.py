@@ -1,18 +1,14 @@
-import shutil
+"""Loading matrix TOML: what it reads, and each thing it refuses with the file and line at fault.
+
+Most tests edit a copy of the test matrix (the ``matrix_copy`` fixture of tests/unit/conftest.py) and load it.
+"""
 
 import pytest
 
 from imagectl.errors import MatrixError
 from imagectl.matrix.load import load_matrix
 
-
 FLAVORS = 'flavors = ["runtime", "devel", "base"]'  # the fixture's [base] flavors line
-
-
-def copy_matrix(src, tmp_path):
-    dest = tmp_path / "m"
-    shutil.copytree(src, dest)
-    return dest
 
 
 def test_loads_fixture_matrix(matrix):
@@ -63,29 +59,19 @@ python = ["3.11"]
         ("[framework]", "[frame]", "unknown top-level key 'frame'"),
     ],
 )
-def test_schema_errors_name_file_and_line(test_matrix_dir, tmp_path, old, new, message):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    path = dest / "torch.toml"
-    text = path.read_text()
-    assert old in text
-    path.write_text(text.replace(old, new, 1))
-    with pytest.raises(MatrixError, match=message):
-        load_matrix([dest])
+def test_schema_errors_name_file_and_line(matrix_copy, old, new, message):
+    matrix_copy.edit("torch.toml", old, new)
+    matrix_copy.refused(message)
 
 
-def test_malformed_toml_gives_line(test_matrix_dir, tmp_path):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    (dest / "cuda.toml").write_text('[base]\nrepository = "nvidia/cuda"\nflavors = [\n')
-    with pytest.raises(MatrixError, match=r"cuda.toml:\d+: invalid TOML"):
-        load_matrix([dest])
+def test_malformed_toml_gives_line(matrix_copy):
+    matrix_copy.write("cuda.toml", '[base]\nrepository = "nvidia/cuda"\nflavors = [\n')
+    matrix_copy.refused(r"cuda.toml:\d+: invalid TOML")
 
 
-def test_cuda_errors(test_matrix_dir, tmp_path):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    path = dest / "cuda.toml"
-    path.write_text(path.read_text().replace('min_driver = "530.30.02"', 'min_driver = "latest"'))
-    with pytest.raises(MatrixError, match=r"cuda.toml:\d+: \[cuda.12.1\] min_driver"):
-        load_matrix([dest])
+def test_cuda_errors(matrix_copy):
+    matrix_copy.edit("cuda.toml", 'min_driver = "530.30.02"', 'min_driver = "latest"')
+    matrix_copy.refused(r"cuda.toml:\d+: \[cuda.12.1\] min_driver")
 
 
 def test_missing_directory_and_missing_base(tmp_path):
@@ -95,30 +81,18 @@ def test_missing_directory_and_missing_base(tmp_path):
         load_matrix([tmp_path])
 
 
-def test_undeclared_cuda_or_os_is_an_error(test_matrix_dir, tmp_path):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    path = dest / "torch.toml"
-    path.write_text(path.read_text().replace('cuda = "11.8"', 'cuda = "11.7"'))
-    undeclared = r"torch.toml:\d+: torch 2.3.1 names CUDA 11.7, which no \[cuda\] table declares"
-    with pytest.raises(MatrixError, match=undeclared):
-        load_matrix([dest])
-    path = dest / "cuda.toml"
-    path.write_text(path.read_text().replace('os = ["ubuntu22.04", "ubuntu24.04"]', 'os = ["rhel9"]'))
-    with pytest.raises(MatrixError, match="os 'rhel9' is not declared"):
-        load_matrix([dest])
+def test_undeclared_cuda_or_os_is_an_error(matrix_copy):
+    matrix_copy.edit("torch.toml", 'cuda = "11.8"', 'cuda = "11.7"')
+    matrix_copy.refused(r"torch.toml:\d+: torch 2.3.1 names CUDA 11.7, which no \[cuda\] table declares")
+    matrix_copy.edit("cuda.toml", 'os = ["ubuntu22.04", "ubuntu24.04"]', 'os = ["rhel9"]')
+    matrix_copy.refused("os 'rhel9' is not declared")
 
 
-def edit(dest, name, old, new):
-    """Replace the first ``old`` of matrix file ``name`` with ``new`` (which must be there to replace)."""
-    path = dest / name
-    text = path.read_text()
-    assert old in text, f"{old!r} is not in {name}"
-    path.write_text(text.replace(old, new, 1))
-    return path
-
-
-def line_number(path, needle):
-    return next(n for n, line in enumerate(path.read_text().splitlines(), start=1) if needle in line)
+def refused_at(matrix_copy, name, old, new, message, at=None):
+    """Edit ``old`` to ``new`` in matrix file ``name`` and see the load refused with ``message`` (a regex) at
+    ``name`` and the line of ``at`` (by default the first line of ``new``)."""
+    matrix_copy.edit(name, old, new)
+    matrix_copy.refused(rf"{name}:{matrix_copy.line_of(name, at or new.splitlines()[0])}: {message}")
 
 
 @pytest.mark.parametrize("name, old, new, typo, table, nearest", [
@@ -137,29 +111,22 @@ def line_number(path, needle):
     ("cuda.toml", 'release = "12.8.1"', 'release = "12.8.1"\nzzz = 1', "zzz", r"\[cuda.12.8\]",
      "known: archs, min_driver"),
 ])
-def test_unknown_keys_in_nested_tables_name_line_and_nearest_key(test_matrix_dir, tmp_path, name, old, new, typo,
-                                                                 table, nearest):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    path = edit(dest, name, old, new)
-    line = line_number(path, f"{typo} =")
-    with pytest.raises(MatrixError, match=rf"{name}:{line}: unknown key '{typo}' in {table} \({nearest}"):
-        load_matrix([dest])
+def test_unknown_keys_in_nested_tables_name_line_and_nearest_key(matrix_copy, name, old, new, typo, table, nearest):
+    matrix_copy.edit(name, old, new)
+    line = matrix_copy.line_of(name, f"{typo} =")
+    matrix_copy.refused(rf"{name}:{line}: unknown key '{typo}' in {table} \({nearest}")
 
 
-def test_an_unknown_key_before_the_version_is_found_in_its_own_release(test_matrix_dir, tmp_path):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    path = edit(dest, "torch.toml", '[[release]]\nversion = "2.3.0"', '[[release]]\npin = 1\nversion = "2.3.0"')
-    with pytest.raises(MatrixError, match=rf"torch.toml:{line_number(path, 'pin = 1')}: unknown key 'pin'"):
-        load_matrix([dest])
+def test_an_unknown_key_before_the_version_is_found_in_its_own_release(matrix_copy):
+    matrix_copy.edit("torch.toml", '[[release]]\nversion = "2.3.0"', '[[release]]\npin = 1\nversion = "2.3.0"')
+    matrix_copy.refused(rf"torch.toml:{matrix_copy.line_of('torch.toml', 'pin = 1')}: unknown key 'pin'")
 
 
-def test_a_misspelt_sub_table_is_an_unknown_key(test_matrix_dir, tmp_path):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
+def test_a_misspelt_sub_table_is_an_unknown_key(matrix_copy):
     pins = '  pins = { "nvidia-cudnn-cu12" = "9.7.1.26", "nvidia-nccl-cu12" = "2.26.2" }'
-    path = edit(dest, "torch.toml", pins, '  [release.variant.pin]\n  "nvidia-nccl-cu12" = "2.26.2"')
-    line = line_number(path, "[release.variant.pin]")
-    with pytest.raises(MatrixError, match=rf"torch.toml:{line}: unknown key 'pin' .*did you mean 'pins'"):
-        load_matrix([dest])
+    matrix_copy.edit("torch.toml", pins, '  [release.variant.pin]\n  "nvidia-nccl-cu12" = "2.26.2"')
+    line = matrix_copy.line_of("torch.toml", "[release.variant.pin]")
+    matrix_copy.refused(rf"torch.toml:{line}: unknown key 'pin' .*did you mean 'pins'")
 
 
 @pytest.mark.parametrize("tag, message", [
@@ -172,24 +139,18 @@ def test_a_misspelt_sub_table_is_an_unknown_key(test_matrix_dir, tmp_path):
     ("{os:>999999999}", r"\[base\] tag .* uses \{os:>999999999\}"),
     ("{cuda_release} {os}", r"\[base\] tag .* makes no valid reference: invalid image tag '12.1.1 ubuntu22.04'"),
 ])
-def test_base_tag_may_only_use_its_placeholders(test_matrix_dir, tmp_path, tag, message):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    path = edit(dest, "cuda.toml", 'tag = "{cuda_release}-{flavor}-{os}"', f"tag = '{tag}'")
-    with pytest.raises(MatrixError, match=rf"cuda.toml:{line_number(path, 'tag =')}: {message}"):
-        load_matrix([dest])
+def test_base_tag_may_only_use_its_placeholders(matrix_copy, tag, message):
+    refused_at(matrix_copy, "cuda.toml", 'tag = "{cuda_release}-{flavor}-{os}"', f"tag = '{tag}'", message)
 
 
-def test_a_literal_brace_pair_in_the_base_tag_is_fine_when_the_tag_stays_valid(test_matrix_dir, tmp_path):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    edit(dest, "cuda.toml", 'tag = "{cuda_release}-{flavor}-{os}"', 'tag = "{cuda_release}-{flavor}-{{os}}"')
-    with pytest.raises(MatrixError, match=r"invalid image tag '12.1.1-runtime-\{os\}'"):
-        load_matrix([dest])
+def test_a_literal_brace_pair_in_the_base_tag_is_fine_when_the_tag_stays_valid(matrix_copy):
+    matrix_copy.edit("cuda.toml", 'tag = "{cuda_release}-{flavor}-{os}"', 'tag = "{cuda_release}-{flavor}-{{os}}"')
+    matrix_copy.refused(r"invalid image tag '12.1.1-runtime-\{os\}'")
 
 
-def test_wheel_cuda_flavor_is_read(test_matrix_dir, tmp_path):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    edit(dest, "cuda.toml", FLAVORS, f'{FLAVORS}\nwheel_cuda_flavor = "base"')
-    base = load_matrix([dest]).base
+def test_wheel_cuda_flavor_is_read(test_matrix_dir, matrix_copy):
+    matrix_copy.edit("cuda.toml", FLAVORS, f'{FLAVORS}\nwheel_cuda_flavor = "base"')
+    base = matrix_copy.load().base
     assert base.wheel_cuda_flavor == "base" and base.flavors == ("runtime", "devel", "base")
     assert load_matrix([test_matrix_dir]).base.wheel_cuda_flavor is None
 
@@ -199,11 +160,9 @@ def test_wheel_cuda_flavor_is_read(test_matrix_dir, tmp_path):
     ('"runtime"', r"wheel_cuda_flavor 'runtime' must be one of flavors after the first"),  # the no-wheel default
     ("1", r"wheel_cuda_flavor 1 must be one of flavors after the first"),
 ])
-def test_wheel_cuda_flavor_must_be_a_flavor_other_than_the_first(test_matrix_dir, tmp_path, value, message):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    path = edit(dest, "cuda.toml", FLAVORS, f"{FLAVORS}\nwheel_cuda_flavor = {value}")
-    with pytest.raises(MatrixError, match=rf"cuda.toml:{line_number(path, 'wheel_cuda_flavor')}: \[base\] {message}"):
-        load_matrix([dest])
+def test_wheel_cuda_flavor_must_be_a_flavor_other_than_the_first(matrix_copy, value, message):
+    refused_at(matrix_copy, "cuda.toml", FLAVORS, f"{FLAVORS}\nwheel_cuda_flavor = {value}", rf"\[base\] {message}",
+               at="wheel_cuda_flavor")
 
 
 @pytest.mark.parametrize("pattern, message", [
@@ -212,46 +171,35 @@ def test_wheel_cuda_flavor_must_be_a_flavor_other_than_the_first(test_matrix_dir
     ("cu{major}_{minor}", r"cuda_tag 'cu\{major\}_\{minor\}' makes: 'cu12_1' is not letters then digits"),
     ("{major}{minor}", r"cuda_tag .* makes: '121' is not letters then digits"),
 ])
-def test_cuda_tag_must_make_a_tag_profile_names_can_carry(test_matrix_dir, tmp_path, pattern, message):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    path = edit(dest, "torch.toml", 'cuda_tag = "cu{major}{minor}"', f'cuda_tag = "{pattern}"')
-    with pytest.raises(MatrixError, match=rf"torch.toml:{line_number(path, 'cuda_tag')}: {message}"):
-        load_matrix([dest])
+def test_cuda_tag_must_make_a_tag_profile_names_can_carry(matrix_copy, pattern, message):
+    refused_at(matrix_copy, "torch.toml", 'cuda_tag = "cu{major}{minor}"', f'cuda_tag = "{pattern}"', message)
 
 
 @pytest.mark.parametrize("name", ["main", "libraries", "torch_compile", "cuda_toolchain"])
-def test_the_shared_check_partials_are_reserved(test_matrix_dir, tmp_path, name):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    edit(dest, "torch.toml", 'check = "torch"', f'check = "{name}"')
-    with pytest.raises(MatrixError, match=rf"torch.toml:9: framework check '{name}' is reserved"):
-        load_matrix([dest])
+def test_the_shared_check_partials_are_reserved(matrix_copy, name):
+    matrix_copy.edit("torch.toml", 'check = "torch"', f'check = "{name}"')
+    matrix_copy.refused(rf"torch.toml:9: framework check '{name}' is reserved")
 
 
-def test_deeply_nested_toml_is_an_error_with_a_line(test_matrix_dir, tmp_path):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    (dest / "deep.toml").write_text('# deep\n[gpus]\n"X" = "sm_90"\nx = ' + "[" * 3000 + "]" * 3000 + "\n")
-    with pytest.raises(MatrixError, match=r"deep.toml:4: invalid TOML: arrays or tables nested too deeply"):
-        load_matrix([dest])
+def test_deeply_nested_toml_is_an_error_with_a_line(matrix_copy):
+    matrix_copy.write("deep.toml", '# deep\n[gpus]\n"X" = "sm_90"\nx = ' + "[" * 3000 + "]" * 3000 + "\n")
+    matrix_copy.refused(r"deep.toml:4: invalid TOML: arrays or tables nested too deeply")
 
 
 @pytest.mark.parametrize("version", ["2.3.1-1", "2.3.1-rc1", "1!2.3.1", "2.3.1.post1" + "0" * 60])
-def test_release_versions_that_cannot_be_in_an_immutable_tag_are_refused(test_matrix_dir, tmp_path, version):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    path = edit(dest, "torch.toml", 'version = "2.3.0"', f'version = "{version}"')
-    line = line_number(path, f'version = "{version}"')
-    with pytest.raises(MatrixError, match=rf"torch.toml:{line}: release version: .* cannot be part of an image tag"):
-        load_matrix([dest])
+def test_release_versions_that_cannot_be_in_an_immutable_tag_are_refused(matrix_copy, version):
+    refused_at(matrix_copy, "torch.toml", 'version = "2.3.0"', f'version = "{version}"',
+               "release version: .* cannot be part of an image tag")
 
 
 @pytest.mark.parametrize("version", ["2.3.2rc1", "2.3.2.post1", "2.3.2+cu121", "2.3.2.dev20240101"])
-def test_release_versions_that_make_immutable_tags_load(test_matrix_dir, tmp_path, version):
+def test_release_versions_that_make_immutable_tags_load(matrix_copy, version):
     import re
 
     from imagectl.matrix.names import RELEASE_VERSION
 
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    edit(dest, "torch.toml", 'version = "2.3.0"', f'version = "{version}"')
-    assert version in [r.version for r in load_matrix([dest]).frameworks["torch"].releases]
+    matrix_copy.edit("torch.toml", 'version = "2.3.0"', f'version = "{version}"')
+    assert version in [r.version for r in matrix_copy.load().frameworks["torch"].releases]
     # the immutable-tag scheme of imagectl.tags.naming carries the version part as [0-9][0-9A-Za-z.+_]*
     assert re.fullmatch(RELEASE_VERSION, version) and re.fullmatch(r"[0-9][0-9A-Za-z.+_]*", version.replace("+", "_"))
 
@@ -265,18 +213,13 @@ def test_release_versions_that_make_immutable_tags_load(test_matrix_dir, tmp_pat
     ("cuda.toml", FLAVORS, 'flavors = ["runtime", "py3.11"]', r"\[base\] flavor: 'py3.11' is"),
     ("cuda.toml", '[os."ubuntu24.04"]', '[os."ubuntu_24.04"]', r"OS name: 'ubuntu_24.04' is not"),
 ])
-def test_names_that_would_be_listed_but_not_resolve_are_refused(test_matrix_dir, tmp_path, file, old, new, message):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    path = edit(dest, file, old, new)
-    with pytest.raises(MatrixError, match=rf"{file}:{line_number(path, new.splitlines()[0])}: {message}"):
-        load_matrix([dest])
+def test_names_that_would_be_listed_but_not_resolve_are_refused(matrix_copy, file, old, new, message):
+    refused_at(matrix_copy, file, old, new, message)
 
 
-def test_a_flavor_named_like_an_os_is_refused(test_matrix_dir, tmp_path):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    edit(dest, "cuda.toml", FLAVORS, 'flavors = ["runtime", "ubuntu24.04"]')
-    with pytest.raises(MatrixError, match="flavor 'ubuntu24.04' is also an OS name"):
-        load_matrix([dest])
+def test_a_flavor_named_like_an_os_is_refused(matrix_copy):
+    matrix_copy.edit("cuda.toml", FLAVORS, 'flavors = ["runtime", "ubuntu24.04"]')
+    matrix_copy.refused("flavor 'ubuntu24.04' is also an OS name")
 
 
 def test_every_listed_name_resolves(shipped_matrix, matrix):
@@ -290,13 +233,12 @@ def test_every_listed_name_resolves(shipped_matrix, matrix):
 JIT_LINE = 'jit_packages = ["gcc", "g++", "python{python}-dev"]'
 
 
-def test_jit_packages_load_as_patterns_and_default_to_none(matrix, shipped_matrix, test_matrix_dir, tmp_path):
+def test_jit_packages_load_as_patterns_and_default_to_none(matrix, shipped_matrix, matrix_copy):
     assert matrix.frameworks["torch"].jit_packages == ("gcc", "g++", "python{python}-dev")
     assert shipped_matrix.frameworks["torch"].jit_packages == ("gcc", "g++", "python{python}-dev")
     assert shipped_matrix.frameworks["jax"].jit_packages == ()  # XLA needs no host compiler
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    edit(dest, "torch.toml", JIT_LINE + "\n", "")
-    assert load_matrix([dest]).frameworks["torch"].jit_packages == ()
+    matrix_copy.edit("torch.toml", JIT_LINE + "\n", "")
+    assert matrix_copy.load().frameworks["torch"].jit_packages == ()
 
 
 @pytest.mark.parametrize("value, message", [
@@ -312,16 +254,12 @@ def test_jit_packages_load_as_patterns_and_default_to_none(matrix, shipped_matri
     ('["python{0}-dev"]', r"uses \{0\}"),
     ('["python{python"]', "write a literal brace"),
 ])
-def test_bad_jit_packages_are_refused_with_file_and_line(test_matrix_dir, tmp_path, value, message):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    path = edit(dest, "torch.toml", JIT_LINE, f"jit_packages = {value}")
-    with pytest.raises(MatrixError, match=message) as caught:
-        load_matrix([dest])
-    assert str(caught.value).startswith(f"{path}:{line_number(path, 'jit_packages')}: ")
+def test_bad_jit_packages_are_refused_with_file_and_line(matrix_copy, value, message):
+    path = matrix_copy.edit("torch.toml", JIT_LINE, f"jit_packages = {value}")
+    error = matrix_copy.refused(message)
+    assert str(error).startswith(f"{path}:{matrix_copy.line_of('torch.toml', 'jit_packages')}: ")
 
 
-def test_a_misspelt_jit_packages_key_names_the_nearest(test_matrix_dir, tmp_path):
-    dest = copy_matrix(test_matrix_dir, tmp_path)
-    edit(dest, "torch.toml", JIT_LINE, JIT_LINE.replace("jit_packages", "jit_package"))
-    with pytest.raises(MatrixError, match=r"unknown key 'jit_package' in \[framework\] \(did you mean 'jit_packages'"):
-        load_matrix([dest])
+def test_a_misspelt_jit_packages_key_names_the_nearest(matrix_copy):
+    matrix_copy.edit("torch.toml", JIT_LINE, JIT_LINE.replace("jit_packages", "jit_package"))
+    matrix_copy.refused(r"unknown key 'jit_package' in \[framework\] \(did you mean 'jit_packages'")

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
-from imagectl.errors import MatrixError
-from imagectl.matrix.load import load_matrix
 from imagectl.matrix.model import Gpu
 from imagectl.matrix.names import list_profiles
 from imagectl.matrix.rules import build_archs_known, run_rules
@@ -15,21 +11,20 @@ from imagectl.matrix.rules import build_archs_known, run_rules
 VARIANT = '  cuda = "12.1"\n  pypi = true\n'  # the fixture's first PyPI cu121 variant
 
 
-def matrix_with(test_matrix_dir, tmp_path, archs: str | None = None, gpus: str | None = None):
-    dest = tmp_path / "m"
-    shutil.copytree(test_matrix_dir, dest)
-    if archs is not None:
-        torch = dest / "torch.toml"
-        text = torch.read_text()
-        assert text.count(VARIANT) >= 1
-        torch.write_text(text.replace(VARIANT, f'  cuda = "12.1"\n  archs = {archs}\n  pypi = true\n', 1))
-    if gpus is not None:
-        (dest / "zz-gpus.toml").write_text("[gpus]\n" + gpus + "\n")
-    return load_matrix([dest])
+def with_archs(matrix_copy, archs: str):
+    """``matrix_copy`` with ``archs`` on the fixture's first PyPI cu121 variant."""
+    matrix_copy.edit("torch.toml", VARIANT, f'  cuda = "12.1"\n  archs = {archs}\n  pypi = true\n')
+    return matrix_copy
 
 
-def test_archs_with_ptx_load(test_matrix_dir, tmp_path):
-    m = matrix_with(test_matrix_dir, tmp_path, archs='["sm_50", "sm_80", "sm_90", "compute_90"]')
+def with_gpus(matrix_copy, gpus: str):
+    """``matrix_copy`` with a file ``zz-gpus.toml`` whose ``[gpus]`` table holds ``gpus``."""
+    matrix_copy.write("zz-gpus.toml", "[gpus]\n" + gpus + "\n")
+    return matrix_copy
+
+
+def test_archs_with_ptx_load(matrix_copy):
+    m = with_archs(matrix_copy, '["sm_50", "sm_80", "sm_90", "compute_90"]').load()
     found = [v.archs for r in m.frameworks["torch"].releases for v in r.variants if v.archs]
     assert found == [("sm_50", "sm_80", "sm_90", "compute_90")]
 
@@ -40,15 +35,13 @@ def test_archs_with_ptx_load(test_matrix_dir, tmp_path):
     ('["sm_90", "sm_80"]', "ascending order"),
     ('["sm_80", "sm_80"]', "given twice"),
 ])
-def test_bad_archs_name_the_file(test_matrix_dir, tmp_path, archs, message):
-    with pytest.raises(MatrixError, match=message) as caught:
-        matrix_with(test_matrix_dir, tmp_path, archs=archs)
-    assert "torch.toml:" in str(caught.value)
+def test_bad_archs_name_the_file(matrix_copy, archs, message):
+    assert "torch.toml:" in str(with_archs(matrix_copy, archs).refused(message))
 
 
 @pytest.mark.parametrize("archs", ['["sm_80", "sm_100"]', '["sm_80", "compute_100"]'])
-def test_archs_its_nvcc_cannot_build_are_a_violation(test_matrix_dir, tmp_path, archs):
-    m = matrix_with(test_matrix_dir, tmp_path, archs=archs)   # CUDA 12.1 cannot build Blackwell
+def test_archs_its_nvcc_cannot_build_are_a_violation(matrix_copy, archs):
+    m = with_archs(matrix_copy, archs).load()   # CUDA 12.1 cannot build Blackwell
     violations = [v for v in run_rules(list_profiles(m), [build_archs_known])]
     assert violations and "not targets of CUDA 12.1's nvcc" in violations[0].message
 
@@ -57,9 +50,9 @@ def test_the_shipped_builds_only_name_targets_of_their_nvcc(shipped_matrix):
     assert run_rules(list_profiles(shipped_matrix), [build_archs_known]) == []
 
 
-def test_gpus_take_a_driver_floor_and_a_last_branch(test_matrix_dir, tmp_path):
-    m = matrix_with(test_matrix_dir, tmp_path, gpus='"X1" = { arch = "sm_120", min_driver = "570.86.16" }\n'
-                                                  '"X2" = { arch = "sm_70", last_branch = 580 }\n"X3" = "sm_80"')
+def test_gpus_take_a_driver_floor_and_a_last_branch(matrix_copy):
+    m = with_gpus(matrix_copy, '"X1" = { arch = "sm_120", min_driver = "570.86.16" }\n'
+                               '"X2" = { arch = "sm_70", last_branch = 580 }\n"X3" = "sm_80"').load()
     assert m.gpus["X1"] == Gpu("X1", "sm_120", min_driver="570.86.16")
     assert m.gpus["X2"] == Gpu("X2", "sm_70", last_branch=580)
     assert m.gpus["X3"] == Gpu("X3", "sm_80")
@@ -73,10 +66,8 @@ def test_gpus_take_a_driver_floor_and_a_last_branch(test_matrix_dir, tmp_path):
     ('"X" = { arch = "sm_90", last_branch = "580" }', "is not a driver branch number"),
     ('"X" = { arch = "sm_90", min_driver = "590.44.01", last_branch = 580 }', "past its last_branch R580"),
 ])
-def test_bad_gpus_name_the_file(test_matrix_dir, tmp_path, gpus, message):
-    with pytest.raises(MatrixError, match=message) as caught:
-        matrix_with(test_matrix_dir, tmp_path, gpus=gpus)
-    assert "zz-gpus.toml:" in str(caught.value)
+def test_bad_gpus_name_the_file(matrix_copy, gpus, message):
+    assert "zz-gpus.toml:" in str(with_gpus(matrix_copy, gpus).refused(message))
 
 
 def test_every_shipped_pypi_torch_build_records_its_archs(shipped_matrix):

@@ -15,8 +15,7 @@ from packaging.tags import Tag
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from imagectl.errors import InputError, MatrixError, UnknownProfileError
-from imagectl.matrix.load import load_matrix
+from imagectl.errors import InputError, UnknownProfileError
 from imagectl.matrix.names import list_profiles, resolvable_profiles, resolve_profile, unbuildable_variants
 from imagectl.matrix.rules import MATRIX_RULES, run_rules
 from imagectl.matrix.validate import validate_matrix
@@ -201,15 +200,10 @@ def test_validate_covers_every_release_python_os_and_flavour(shipped_matrix):
     assert {"python_installable", "unverified_stated"} <= set(report.rules)
 
 
-def test_validate_flags_a_build_no_os_can_install(test_matrix_dir, tmp_path):
-    import shutil
-
-    dest = tmp_path / "m"
-    shutil.copytree(test_matrix_dir, dest)
-    path = dest / "torch.toml"
-    path.write_text(path.read_text().replace('version = "2.3.0"\npython = ["3.8", "3.9", "3.10", "3.11", "3.12"]',
-                                             'version = "2.3.0"\npython = ["3.8", "3.9"]'))
-    [violation] = validate_matrix(load_matrix([dest])).violations
+def test_validate_flags_a_build_no_os_can_install(matrix_copy):
+    matrix_copy.edit("torch.toml", 'version = "2.3.0"\npython = ["3.8", "3.9", "3.10", "3.11", "3.12"]',
+                     'version = "2.3.0"\npython = ["3.8", "3.9"]')
+    [violation] = validate_matrix(matrix_copy.load()).violations
     assert violation.rule == "python-available" and violation.subject == "torch-2.3.0-cu121"
     assert "no name of this build resolves" in violation.message
 
@@ -233,17 +227,9 @@ def test_validate_flags_a_build_no_os_can_install(test_matrix_dir, tmp_path):
     ('check = "torch"', 'check = "torch"\nlock_requires = "numpy"', "lock_requires must be a list of strings"),
     ('check = "torch"', 'check = "torch"\nlock_requires = ["numpy; os_name == \'nt\'"]', "lock_requires"),
 ])
-def test_the_loader_checks_the_new_keys(test_matrix_dir, tmp_path, old, new, message):
-    import shutil
-
-    dest = tmp_path / "m"
-    shutil.copytree(test_matrix_dir, dest)
-    path = dest / "torch.toml"
-    text = path.read_text()
-    assert old in text
-    path.write_text(text.replace(old, new, 1))
-    with pytest.raises(MatrixError, match=message):
-        load_matrix([dest])
+def test_the_loader_checks_the_new_keys(matrix_copy, old, new, message):
+    matrix_copy.edit("torch.toml", old, new)
+    matrix_copy.refused(message)
 
 
 def test_the_loader_reads_the_new_keys(matrix):
@@ -253,14 +239,9 @@ def test_the_loader_reads_the_new_keys(matrix):
     assert release.unavailable == () and variant.verified and variant.unverified is None
 
 
-def test_a_name_whose_profile_breaks_a_rule_is_refused(test_matrix_dir, tmp_path):
-    import shutil
-
-    dest = tmp_path / "m"
-    shutil.copytree(test_matrix_dir, dest)
-    path = dest / "torch.toml"
-    path.write_text(path.read_text().replace('cudnn = "8.7.0.84"', 'cudnn = "8.9.7.29"'))
-    broken = load_matrix([dest])
+def test_a_name_whose_profile_breaks_a_rule_is_refused(matrix_copy):
+    matrix_copy.edit("torch.toml", 'cudnn = "8.7.0.84"', 'cudnn = "8.9.7.29"')
+    broken = matrix_copy.load()
     with pytest.raises(UnknownProfileError, match=r"\[cudnn-pin-agrees\] cudnn = 8.9.7.29 but pins say .*"
                                                   "no name of this build works"):
         resolve_profile("torch-2.3-cu118", broken)
