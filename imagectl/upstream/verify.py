@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Literal
 
 import requests
 from packaging.requirements import Requirement
@@ -50,8 +51,12 @@ from .index_builds import (
     satisfies,
 )
 
-DIFFERS, MISSING, UNSTATED, UNVERIFIABLE = "differs", "missing", "unstated", "unverifiable"
-FAILING = frozenset({DIFFERS, MISSING})
+PinKind = Literal["differs", "missing", "unstated", "unverifiable"]  # what a finding is (module docstring)
+DIFFERS: PinKind = "differs"
+MISSING: PinKind = "missing"
+UNSTATED: PinKind = "unstated"
+UNVERIFIABLE: PinKind = "unverifiable"
+FAILING: frozenset[PinKind] = frozenset({DIFFERS, MISSING})
 
 # variant field -> the packages whose requirement states it, most specific first
 FIELD_PACKAGES: dict[str, tuple[re.Pattern[str], ...]] = {
@@ -71,7 +76,7 @@ class PinFinding:
     what: str
     matrix: str
     index: str
-    kind: str = DIFFERS
+    kind: PinKind = DIFFERS
 
     @property
     def failing(self) -> bool:
@@ -99,7 +104,7 @@ class VerifyReport:
 
 # --- pure comparisons ---------------------------------------------------------------------------
 
-Row = tuple[str, str, str, str]  # what, matrix, index, kind
+Row = tuple[str, str, str, PinKind]  # what, matrix, index, kind
 
 
 def _same(a: str, b: str) -> bool:
@@ -253,7 +258,7 @@ def compare_companion(fw: Framework, release: Release, tag: str, name: str, vers
 
 def _companion_row(fw: Framework, release: Release, name: str, version: str,
                    framework_requirements: Sequence[Requirement],
-                   companion: IndexBuild | None) -> tuple[str, str, str] | None:
+                   companion: IndexBuild | None) -> tuple[str, str, PinKind] | None:
     own = requirements_on(framework_requirements, name)
     if own:
         if all(satisfies(r, version) for r in own):
