@@ -1,18 +1,20 @@
-"""Text views of what the tag commands return: history, the move log, a prune plan, a move, an import."""
+"""Views of what the tag commands return, as text and as JSON: history, the move log, a prune plan and its
+execution, a move, an import.  The library returns data (:mod:`imagectl.tags`, :mod:`imagectl.images.importer`);
+every shape the tag commands print is made here."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
+from ..images.importer import ImportResult
 from ..tags.history import History, digest_names
 from ..tags.moves import MoveResult
 from ..tags.naming import short_digest
-from ..tags.prune import Deletion, plan_json
+from ..tags.prune import Deletion, PruneReport
+from ..tags.store import Move
+from .finding_views import format_findings
 from .table import format_table
-
-if TYPE_CHECKING:  # the import command's modules load only for import
-    from ..images.importer import ImportResult
 
 
 def format_history(history: History) -> str:
@@ -36,6 +38,30 @@ def format_moves(history: History) -> str:
     return format_table(rows, ("when", "tag", "action", "from", "to", "by"))
 
 
+def history_json(history: History) -> list[dict[str, Any]]:
+    """``history --json``: one object per entry; ``moves`` lists the logged moves onto that image."""
+    names = digest_names(history)
+    out = []
+    for e in history.entries:
+        arrived = [_move_json(m, names) for m in history.moves if m.to == e.digest and m.previous != m.to]
+        out.append({"tag": e.tag, "digest": e.digest, "created": e.created or None, "tagged": e.tagged or None,
+                    "current": e.current, "immutable": e.immutable, "pointed_by": list(e.pointed_by),
+                    "versions": dict(e.versions), "moves": arrived})
+    return out
+
+
+def moves_json(history: History) -> list[dict[str, Any]]:
+    """``history --moves --json``: every logged move, newest first."""
+    names = digest_names(history)
+    return [_move_json(m, names) for m in reversed(history.moves)]
+
+
+def _move_json(move: Move, names: Mapping[str, str]) -> dict[str, Any]:
+    return {"when": move.when, "tag": move.tag, "action": move.action, "by": move.by,
+            "from": move.previous, "from_tag": move.from_tag or names.get(move.previous or ""),
+            "to": move.to, "to_tag": move.to_tag or names.get(move.to)}
+
+
 def format_versions(versions: Mapping[str, str]) -> str:
     """``torch 2.3.1 cuda 12.1 cudnn 8.9.2.26 nccl 2.20.5 py3.11`` (what is known)."""
     parts = []
@@ -49,10 +75,23 @@ def format_versions(versions: Mapping[str, str]) -> str:
     return " ".join(parts)
 
 
-def format_plan(plan: Sequence[Deletion], dry_run: bool) -> str:
+def plan_json(plan: Sequence[Deletion], *, dry_run: bool) -> list[dict[str, Any]]:
+    """A prune plan as plain data: action (``delete``, ``delete (dry run)``, ``keep``), tag, digest, reason."""
+    return [{"action": ("delete" if d.delete else "keep") + (" (dry run)" if dry_run and d.delete else ""),
+             "tag": d.tag, "digest": d.digest, "reason": d.reason} for d in plan]
+
+
+def format_plan(plan: Sequence[Deletion], *, dry_run: bool) -> str:
     """A prune plan as a table (digests shortened)."""
-    rows = [{**row, "digest": short_digest(row["digest"])} for row in plan_json(plan, dry_run)]
+    rows = [{**row, "digest": short_digest(row["digest"])} for row in plan_json(plan, dry_run=dry_run)]
     return format_table(rows, ("action", "tag", "digest", "reason")) if rows else "no immutable tags"
+
+
+def prune_json(plan: Sequence[Deletion], report: PruneReport) -> dict[str, Any]:
+    """``prune --json`` after deleting: the plan and what was done."""
+    return {"plan": plan_json(plan, dry_run=False), "deleted": report.deleted, "restored": report.restored,
+            "skipped": [{"tag": t, "reason": r} for t, r in report.skipped],
+            "failed": [{"tag": t, "error": e} for t, e in report.failed]}
 
 
 def describe_move(result: MoveResult, repository: str) -> str:
@@ -64,10 +103,14 @@ def describe_move(result: MoveResult, repository: str) -> str:
     return f"{line} ({result.note})" if result.note else line
 
 
-def format_import(result: "ImportResult") -> str:
-    """The import's outcome as a few lines of text (the findings come first, one per line)."""
-    from ..imagecheck.compare import format_findings
+def move_json(result: MoveResult, repository: str) -> dict[str, Any]:
+    """``rollback --json`` and ``promote --json``: where the tag pointed, where it points now."""
+    return {"repository": repository, "tag": result.tag, "from": result.previous, "to": result.target,
+            "to_tag": result.target_tag, "changed": result.changed, "note": result.note or None}
 
+
+def format_import(result: ImportResult) -> str:
+    """The import's outcome as a few lines of text (the findings come first, one per line)."""
     lines = [format_findings(result.findings)] if result.findings else []
     verb = "already imported as" if result.reused else "imported as"
     lines.append(f"{result.source.reference.familiar}: {verb} {result.repository}:{result.tag} "
@@ -77,6 +120,18 @@ def format_import(result: "ImportResult") -> str:
     if result.move is not None:
         lines.append(f"  {describe_move(result.move, result.repository)}")
     return "\n".join(lines)
+
+
+def import_json(result: ImportResult) -> dict[str, Any]:
+    """``import --json``."""
+    return {
+        "source": result.source.reference.familiar, "source_digest": result.source.digest,
+        "repository": result.repository, "tag": result.tag, "digest": result.digest, "reused": result.reused,
+        "copied": result.copied, "checked": result.checked, "matches": result.matches,
+        "ok": result.checked and not result.disagreements,
+        "findings": [f.as_dict() for f in result.findings], "notes": result.notes,
+        "moved": bool(result.move and result.move.changed),
+    }
 
 
 def _name(digest: str | None, names: Mapping[str, str]) -> str:

@@ -7,32 +7,43 @@ to re-tag or remove, see :mod:`imagectl.images.local_tag`); without one, on the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 import click
 
 from ..config import MAX_MIN_AGE_DAYS
-from .app import echo_json, json_option, workspace, profile_argument
+from ..engine.docker import LazyEngine
+from ..images.importer import ImportEnvironment, ImportOptions, import_image
+from ..images.local_tag import follow_locally
+from ..tags.history import read_history
+from ..tags.managed import ManagedRepository, open_tag_store, resolve_managed
+from ..tags.moves import MoveResult, promote, rollback
+from ..tags.naming import check_channel, check_source
+from ..tags.prune import execute_prune, plan_for_store
+from ..tags.store import TagStore
+from .app import echo_json, json_option, profile_argument, workspace
+from .tag_views import (
+    describe_move,
+    format_history,
+    format_import,
+    format_moves,
+    format_plan,
+    history_json,
+    import_json,
+    move_json,
+    moves_json,
+    plan_json,
+    prune_json,
+)
 
 
-def _engine_factory() -> Callable[[], Any]:
-    """A factory returning one engine that connects on first use (registry-only work never loads Docker)."""
-    from ..engine.docker import LazyEngine
-
-    engine = LazyEngine()
-    return lambda: engine
-
-
-def _open(ctx: click.Context, name: str) -> tuple[Any, Any]:
-    """(the managed repository NAME stands for, its tag store)."""
-    from ..tags.managed import open_tag_store, resolve_managed
-
+def _open(ctx: click.Context, name: str) -> tuple[ManagedRepository, TagStore]:
+    """(the managed repository NAME stands for, its tag store: without a registry, the local engine's, connected
+    on first use)."""
     ws = workspace(ctx)
     managed = resolve_managed(name, ws.matrix, ws.config)
-    return managed, open_tag_store(managed.reference, ws.config, _engine_factory())
+    return managed, open_tag_store(managed.reference, ws.config, LazyEngine())
 
 
 def _stderr(line: str) -> None:
@@ -45,11 +56,8 @@ def _stderr(line: str) -> None:
               help="Only the log of moves (rollbacks, promotions, builds, imports).")
 @json_option
 @click.pass_context
-def cmd_history(ctx: click.Context, name: str, only_moves: bool, as_json: bool) -> None:
+def cmd_history(ctx: click.Context, *, name: str, only_moves: bool, as_json: bool) -> None:
     """Every immutable image of NAME, where its moving tag and channels point, and their past moves."""
-    from ..tags.history import history_json, moves_json, read_history
-    from .tag_views import format_history, format_moves
-
     _, store = _open(ctx, name)
     history = read_history(store)
     if as_json:
@@ -66,16 +74,13 @@ def cmd_history(ctx: click.Context, name: str, only_moves: bool, as_json: bool) 
               help="An immutable tag of NAME, or a digest one points to (default: the previous image).")
 @json_option
 @click.pass_context
-def cmd_rollback(ctx: click.Context, name: str, to: str | None, as_json: bool) -> None:
+def cmd_rollback(ctx: click.Context, *, name: str, to: str | None, as_json: bool) -> None:
     """Point NAME's moving tag at the previous (or the named) image: one manifest read and one write."""
-    from ..tags.moves import rollback
-    from ..tags.naming import check_source
-
     if to:
         check_source(to, "--to")
     managed, store = _open(ctx, name)
     result = _follow_locally(ctx, managed, rollback(store, to))
-    _report_move(result, managed.reference.familiar, as_json)
+    _report_move(result, managed.reference.familiar, as_json=as_json)
 
 
 @click.command("promote")
@@ -85,36 +90,28 @@ def cmd_rollback(ctx: click.Context, name: str, to: str | None, as_json: bool) -
               help="An immutable tag, a digest, latest (where the moving tag points now) or another channel.")
 @json_option
 @click.pass_context
-def cmd_promote(ctx: click.Context, name: str, channel: str, source: str, as_json: bool) -> None:
+def cmd_promote(ctx: click.Context, *, name: str, channel: str, source: str, as_json: bool) -> None:
     """Point a channel of NAME (stable, canary, ...) at an image; teams pin NAME:stable while builds go on."""
-    from ..tags.moves import promote
-    from ..tags.naming import check_channel, check_source
-
     check_channel(channel)
     check_source(source)
     managed, store = _open(ctx, name)
     result = _follow_locally(ctx, managed, promote(store, channel, source))
-    _report_move(result, managed.reference.familiar, as_json)
+    _report_move(result, managed.reference.familiar, as_json=as_json)
 
 
-def _follow_locally(ctx: click.Context, managed: Any, result: Any) -> Any:
+def _follow_locally(ctx: click.Context, managed: ManagedRepository, result: MoveResult) -> MoveResult:
     """``result`` with a note when this machine's local copy of the moved tag was re-tagged or removed
     (registry mode only: without a registry the engine's own tag is the one that moved)."""
     if not workspace(ctx).config.registry_url:
         return result
-    from ..images.local_tag import follow_locally
-
-    note = follow_locally(managed.reference, result.tag, result.target, _engine_factory())
+    note = follow_locally(managed.reference, result.tag, result.target, LazyEngine())
     return replace(result, note="; ".join(filter(None, [result.note, note]))) if note else result
 
 
-def _report_move(result: Any, repository: str, as_json: bool) -> None:
+def _report_move(result: MoveResult, repository: str, *, as_json: bool) -> None:
     if as_json:
-        echo_json({"repository": repository, "tag": result.tag, "from": result.previous, "to": result.target,
-                   "to_tag": result.target_tag, "changed": result.changed, "note": result.note or None})
+        echo_json(move_json(result, repository))
     else:
-        from .tag_views import describe_move
-
         click.echo(describe_move(result, repository))
 
 
@@ -127,23 +124,21 @@ def _report_move(result: Any, repository: str, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the plan, delete nothing.")
 @json_option
 @click.pass_context
-def cmd_prune(ctx: click.Context, name: str, keep: int, min_age_days: int | None, dry_run: bool, as_json: bool) -> int:
+def cmd_prune(ctx: click.Context, *, name: str, keep: int,  # noqa: PLR0913 - click, one per option
+              min_age_days: int | None, dry_run: bool, as_json: bool) -> int:
     """Delete NAME's immutable tags beyond the newest N; never one a moving tag or channel points to."""
-    from ..tags.prune import execute_prune, plan_for_store, plan_json, report_json
-    from .tag_views import format_plan
-
     ws = workspace(ctx)
     _, store = _open(ctx, name)
     days = ws.config.prune_min_age_days if min_age_days is None else min_age_days
     plan = plan_for_store(store, keep, timedelta(days=days), datetime.now(timezone.utc))
     if dry_run:
-        echo_json(plan_json(plan, dry_run)) if as_json else click.echo(format_plan(plan, dry_run))
+        echo_json(plan_json(plan, dry_run=True)) if as_json else click.echo(format_plan(plan, dry_run=True))
         return 0
     if not as_json:
-        click.echo(format_plan(plan, dry_run))
+        click.echo(format_plan(plan, dry_run=False))
     report = execute_prune(store, plan, _stderr if not as_json else (lambda line: None))
     if as_json:
-        echo_json(report_json(plan, report))
+        echo_json(prune_json(plan, report))
     else:
         kept = sum(not d.delete for d in plan) + len(report.skipped)
         click.echo(f"deleted {len(report.deleted)}, kept {kept}, failed {len(report.failed)}")
@@ -162,17 +157,13 @@ def cmd_prune(ctx: click.Context, name: str, keep: int, min_age_days: int | None
               help="Do not run the in-image check (no engine needed between registries).")
 @json_option
 @click.pass_context
-def cmd_import(ctx: click.Context, ref: str, name: str, strict: bool, set_latest: bool, no_check: bool,
-               as_json: bool) -> None:
+def cmd_import(ctx: click.Context, *, ref: str, name: str, strict: bool,  # noqa: PLR0913 - click, one per option
+               set_latest: bool, no_check: bool, as_json: bool) -> None:
     """Import a team's own image REF (a registry's, or the local engine's) under NAME's naming scheme."""
-    from ..images.importer import ImportOptions, import_image, import_json
-    from .tag_views import format_import
-    from ..tags.managed import resolve_managed
-
     ws = workspace(ctx)
     managed = resolve_managed(name, ws.matrix, ws.config)
     options = ImportOptions(strict=strict, set_latest=set_latest, check=not no_check)
-    result = import_image(ref, managed, ws.matrix, ws.config, _engine_factory(), options, _stderr)
+    result = import_image(ref, managed, options, ImportEnvironment(ws.matrix, ws.config, LazyEngine(), _stderr))
     if as_json:
         echo_json(import_json(result))
         return

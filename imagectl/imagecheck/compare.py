@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import KW_ONLY, asdict, dataclass
+from enum import Enum
 from typing import Any, Mapping
 
 from packaging.utils import canonicalize_name
@@ -20,19 +21,31 @@ from ..errors import OperationError
 from ..grammar import major_minor
 
 
+class Severity(str, Enum):
+    """How much a finding that is not ok weighs: an ``error`` fails the check, a ``warning`` does not.  Its text
+    (``str()``, JSON) is its value."""
+
+    ERROR = "error"
+    WARNING = "warning"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Finding:
-    """One compared fact."""
+    """One compared fact: ``ok`` and ``severity`` are keyword-only (``Finding(what, expected, actual, ok=...)``)."""
 
     what: str
     expected: str | None
     actual: str | None
+    _: KW_ONLY
     ok: bool
-    severity: str = "error"  # "error" fails the check, "warning" does not
+    severity: Severity = Severity.ERROR
 
     def as_dict(self) -> dict[str, Any]:
-        """The finding as plain data for ``--json``."""
-        return asdict(self)
+        """The finding as plain data for ``--json`` (the severity as its text)."""
+        return {**asdict(self), "severity": self.severity.value}
 
 
 def parse_report(text: str) -> dict[str, Any]:
@@ -64,17 +77,17 @@ def compare(expect: Mapping[str, Any], report: Mapping[str, Any]) -> list[Findin
     fw = report.get("framework") or {}
     out = [
         Finding("python", expect["python"], major_minor(report.get("python")),
-                _same_version(expect["python"], report.get("python"), 2)),
+                ok=_same_version(expect["python"], report.get("python"), 2)),
         Finding(f"{expect['framework']} version", expect["version"], fw.get("version") or fw.get("error"),
-                _same_version(expect["version"], fw.get("version"))),
+                ok=_same_version(expect["version"], fw.get("version"))),
         Finding(f"{expect['framework']} CUDA", expect["cuda"], fw.get("cuda"),
-                _same_version(expect["cuda"], fw.get("cuda"), 2)),
+                ok=_same_version(expect["cuda"], fw.get("cuda"), 2)),
     ]
     for what in ("cudnn", "nccl"):
         if expect[what]:
             actual = fw.get(what)
             out.append(Finding(f"{what} loaded by {expect['framework']}", expect[what], actual,
-                               _same_version(expect[what], actual, 3)))
+                               ok=_same_version(expect[what], actual, 3)))
     out += _package_findings(expect["packages"], report.get("packages") or {})
     out += lock_findings(expect, report)
     out += _system_nccl_findings(fw.get("nccl"), report.get("system_nccl") or {})
@@ -94,7 +107,7 @@ def _package_findings(pins: Mapping[str, str], installed: Mapping[str, str]) -> 
     for name, version in sorted(pins.items()):
         actual = have.get(canonicalize_name(name))
         ok = actual is not None and _same_version(version, actual.split("+")[0])
-        out.append(Finding(f"pip {name}", version, actual, ok))
+        out.append(Finding(f"pip {name}", version, actual, ok=ok))
     return out
 
 
@@ -145,14 +158,14 @@ def _environment_finding(wanted: Mapping[str, str], installed: Mapping[str, str]
     parts = [f"{label}: {', '.join(names)}" for label, names in
              (("missing", missing), ("extra", extra), ("differs", differs)) if names]
     actual = "; ".join(parts) if parts else f"{len(wanted)} packages as locked"
-    return Finding("installed packages = lock", f"{len(wanted)} locked packages", actual, not parts)
+    return Finding("installed packages = lock", f"{len(wanted)} locked packages", actual, ok=not parts)
 
 
 def _extras_finding(extras: Mapping[str, str], installed: Mapping[str, str]) -> Finding:
     missing, differs = _differences(extras, installed)
     parts = [f"{label}: {', '.join(names)}" for label, names in (("missing", missing), ("differs", differs)) if names]
     expected = ", ".join(f"{n}=={v}" for n, v in sorted(extras.items()))
-    return Finding("extras at their locked versions", expected, "; ".join(parts) if parts else "ok", not parts)
+    return Finding("extras at their locked versions", expected, "; ".join(parts) if parts else "ok", ok=not parts)
 
 
 def _lock_file_finding(sha256: str | None, files: Any) -> Finding:
@@ -165,7 +178,7 @@ def _lock_file_finding(sha256: str | None, files: Any) -> Finding:
     else:
         actual = str(lock.get("sha256") or f"no lock file at {lock.get('path')}: {lock.get('error') or 'missing'}")
     ok = bool(sha256) and lock is not None and str(lock.get("sha256") or "").lower() == str(sha256).lower()
-    return Finding("lock file sha256", sha256, actual, ok)
+    return Finding("lock file sha256", sha256, actual, ok=ok)
 
 
 def _pip_check_findings(result: Any) -> list[Finding]:
@@ -175,11 +188,12 @@ def _pip_check_findings(result: Any) -> list[Finding]:
         return []
     output = str(result.get("output") or "").strip()
     if result.get("ok") is True:
-        return [Finding("pip check", "no broken requirements", "ok", True)]
+        return [Finding("pip check", "no broken requirements", "ok", ok=True)]
     if result.get("ok") is None:
-        return [Finding("pip check", "no broken requirements", output or "not run", False, "warning")]
+        return [Finding("pip check", "no broken requirements", output or "not run", ok=False,
+                        severity=Severity.WARNING)]
     first = "; ".join(output.splitlines()[:3])[:300]
-    return [Finding("pip check", "no broken requirements", first or "failed", False)]
+    return [Finding("pip check", "no broken requirements", first or "failed", ok=False)]
 
 
 def _import_findings(imports: Any) -> list[Finding]:
@@ -187,7 +201,7 @@ def _import_findings(imports: Any) -> list[Finding]:
     failed; none for a report without it."""
     if not isinstance(imports, Mapping):
         return []
-    return [Finding(f"import {name}", "ok", "ok" if error is None else str(error), error is None)
+    return [Finding(f"import {name}", "ok", "ok" if error is None else str(error), ok=error is None)
             for name, error in sorted(imports.items())]
 
 
@@ -198,7 +212,8 @@ def _system_nccl_findings(loaded: str | None, system: Mapping[str, Any]) -> list
         if value and loaded:
             label = "NCCL_VERSION of the base image" if source == "env" else "system libnccl2 package"
             same = _same_version(loaded, value.split("-")[0], 3)
-            out.append(Finding(f"{label} vs NCCL the framework loads", loaded, value, same, "warning"))
+            out.append(Finding(f"{label} vs NCCL the framework loads", loaded, value, ok=same,
+                               severity=Severity.WARNING))
     return out
 
 
@@ -233,21 +248,24 @@ def _pinned_version(expect: Mapping[str, Any], library: str) -> str | None:
 def _library_finding(name: str, found: Mapping[str, Any], pinned: str | None) -> Finding:
     path, version = str(found.get("path")), found.get("version")
     if found.get("origin") == "site-packages":
-        return Finding(f"{name} origin", "site-packages", path, True)
+        return Finding(f"{name} origin", "site-packages", path, ok=True)
     actual = f"system {version or '(no version)'}: {path}"
     expected = f"site-packages or system {pinned or '(nothing pinned)'}"
     if pinned is None or not version:
-        return Finding(f"{name} origin", expected, actual, False, "warning")
-    return Finding(f"{name} origin", expected, actual, _same_version(pinned, str(version), str(version).count(".") + 1))
+        return Finding(f"{name} origin", expected, actual, ok=False, severity=Severity.WARNING)
+    ok = _same_version(pinned, str(version), str(version).count(".") + 1)
+    return Finding(f"{name} origin", expected, actual, ok=ok)
 
 
 def _gpu_findings(gpu: Mapping[str, Any]) -> list[Finding]:
     if not gpu.get("available"):
-        return [Finding("GPU present for --gpu", "a CUDA device", "none", False, "warning")]
+        return [Finding("GPU present for --gpu", "a CUDA device", "none", ok=False,
+                        severity=Severity.WARNING)]
     return [
-        Finding("CUDA matmul on GPU", "ok", "ok" if gpu.get("matmul_ok") else "failed", bool(gpu.get("matmul_ok"))),
+        Finding("CUDA matmul on GPU", "ok", "ok" if gpu.get("matmul_ok") else "failed",
+                ok=bool(gpu.get("matmul_ok"))),
         Finding("NCCL all-reduce (1 process)", "ok", "ok" if gpu.get("allreduce_ok") else "failed",
-                bool(gpu.get("allreduce_ok"))),
+                ok=bool(gpu.get("allreduce_ok"))),
     ]
 
 
@@ -264,7 +282,7 @@ def _compile_findings(compiled: Mapping[str, Any]) -> list[Finding]:
         if isinstance(result, Mapping):
             ok = result.get("ok") is True
             actual = "ok" if ok else str(result.get("error") or "failed")
-            out.append(Finding(f"{api} on {device.upper()}", "ok", actual, ok))
+            out.append(Finding(f"{api} on {device.upper()}", "ok", actual, ok=ok))
     return out
 
 
@@ -278,19 +296,21 @@ def _toolchain_findings(fw: Mapping[str, Any]) -> list[Finding]:
     expected, release = major_minor(fw.get("cuda")), chain.get("nvcc_release")
     ok = bool(expected and release) and _same_version(expected, str(release), 2)
     actual = f"nvcc {release} at {chain.get('nvcc')}" if release else str(chain.get("error") or "no nvcc")
-    return [Finding(f"nvcc of CUDA_HOME for {fw.get('name') or 'framework'} extensions", expected, actual, ok)]
+    return [Finding(f"nvcc of CUDA_HOME for {fw.get('name') or 'framework'} extensions", expected, actual, ok=ok)]
 
 
 def failed(findings: list[Finding]) -> list[Finding]:
     """The findings that fail the check."""
-    return [f for f in findings if not f.ok and f.severity == "error"]
+    return [f for f in findings if not f.ok and f.severity is Severity.ERROR]
 
 
-def format_findings(findings: list[Finding]) -> str:
-    """A readable report: one line per finding."""
-    marks = {True: "ok  ", False: "FAIL"}
-    lines = []
-    for f in findings:
-        mark = marks[f.ok] if f.ok or f.severity == "error" else "warn"
-        lines.append(f"{mark}  {f.what}: expected {f.expected or '-'}, found {f.actual or '-'}")
-    return "\n".join(lines)
+def finding_text(finding: Finding) -> str:
+    """``WHAT: expected EXPECTED, found ACTUAL`` (``-`` for what is unknown)."""
+    return f"{finding.what}: expected {finding.expected or '-'}, found {finding.actual or '-'}"
+
+
+def finding_line(finding: Finding) -> str:
+    """The one line of a finding in a report (``ok``, ``FAIL`` or ``warn``, then :func:`finding_text`): the
+    shape ``test`` prints, ``import`` prints and a build logs (pure)."""
+    mark = "warn" if not finding.ok and finding.severity is Severity.WARNING else "ok  " if finding.ok else "FAIL"
+    return f"{mark}  {finding_text(finding)}"

@@ -13,7 +13,7 @@ from typing import Any
 from ..engine import Engine, LineSink
 from ..errors import BuildError, OperationError
 from ..labels import expectations
-from .compare import Finding, compare, failed, format_findings, parse_report
+from .compare import Finding, compare, failed, finding_line, parse_report
 
 CHECK_COMMAND = ["python", "/opt/imagectl/check.py"]
 
@@ -22,7 +22,7 @@ _RUN_FOREIGN = ('for py in python python3; do if command -v "$py" >/dev/null 2>&
                 'done; echo "no python or python3 on the PATH of the image" >&2; exit 127')
 
 
-def check_findings(engine: Engine, image: str, labels: Mapping[str, str], network: str | None,
+def check_findings(engine: Engine, image: str, labels: Mapping[str, str], network: str | None, *,
                    gpu: bool) -> list[Finding]:
     """Run the in-image check in a container of ``image`` and compare its report with ``labels``.
 
@@ -36,13 +36,14 @@ def check_findings(engine: Engine, image: str, labels: Mapping[str, str], networ
 
 
 def run_check(engine: Engine, image: str, network: str | None, gpu: bool, log: LineSink) -> list[Finding]:
-    """The in-image check of a fresh build; raises BuildError (step ``check``) on any mismatch."""
+    """The in-image check of a fresh build, each finding logged as a ``check:`` line; raises BuildError (step
+    ``check``, with the findings' lines as its log) on any mismatch."""
     info = engine.inspect(image)
     try:
-        findings = check_findings(engine, image, dict(info.labels) if info else {}, network, gpu)
+        findings = check_findings(engine, image, dict(info.labels) if info else {}, network, gpu=gpu)
     except OperationError as exc:
         raise BuildError(str(exc), "check") from None
-    report = format_findings(findings)
+    report = "\n".join(finding_line(f) for f in findings)
     for line in report.splitlines():
         log(f"check: {line}")
     bad = failed(findings)

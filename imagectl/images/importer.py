@@ -21,23 +21,27 @@
 4. **Move** the moving tag only when the repository has none yet (as a reused build does), or always with
    ``set_latest``.  One Move with action ``import`` is logged: the moving tag's when it moved, else the
    immutable tag's own (so the log still says who imported what, when).
+
+The engine is used only where a step needs it (the check, a local source, a copy into the local engine): pass
+a :class:`imagectl.engine.docker.LazyEngine` and an import between two registries with ``check=False`` never
+connects to one.  Everything here returns data; the CLI formats it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from ..config import Config
-from ..engine import LineSink
+from ..engine import Engine, LineSink
 from ..errors import InputError, OperationError
 from ..grammar import major_minor
-from ..imagecheck.compare import Finding, compare, failed
+from ..imagecheck.compare import Finding, compare, failed, finding_text
 from ..imagecheck.run import run_foreign_check
 from ..labels import PROFILE, expectations_from_profile
-from ..matrix.model import Matrix, Profile
+from ..matrix.model import Framework, Matrix, Profile, Release, Variant
 from ..matrix.names import build_profile
 from ..reference import Reference, names_registry, parse_reference
 from ..tags.managed import ManagedRepository, open_tag_store
@@ -48,7 +52,8 @@ from .immutable import existing_immutable, image_of
 
 _SHOWN = 5  # disagreements spelled out in a note
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, kw_only=True)
 class ImportOptions:
     """What the user asked for."""
 
@@ -58,10 +63,22 @@ class ImportOptions:
 
 
 @dataclass(frozen=True)
+class ImportEnvironment:
+    """What an import works with: the matrix its profiles come from, the configuration (registry, network), the
+    engine (used only by the steps that need one, see the module docstring) and where its progress lines go."""
+
+    matrix: Matrix
+    config: Config
+    engine: Engine
+    log: LineSink
+
+
+@dataclass(frozen=True)
 class SourceImage:
     """The image to import as found: where, its digest (registry) or id (engine), labels, creation time."""
 
     reference: Reference
+    _: KW_ONLY
     in_registry: bool
     digest: str
     labels: Mapping[str, str]
@@ -75,6 +92,7 @@ class ImportResult:
 
     source: SourceImage
     repository: str
+    _: KW_ONLY
     tag: str = ""
     digest: str = ""
     checked: bool = False
@@ -116,22 +134,23 @@ def matching_profiles(report: Mapping[str, Any], matrix: Matrix) -> list[str]:
     for release in fw.releases:
         if release.version != version or python not in release.python:
             continue
-        newest = next(r for r in fw.releases if r.minor == release.minor) is release
-        for variant in release.variants:
-            if variant.cuda == cuda:
-                named_version = release.minor if newest else release.version
-                found.append(_profile_name(matrix, fw, release, variant, named_version, python))
+        found += [_profile_name(matrix, fw, release, variant, python) for variant in release.variants
+                  if variant.cuda == cuda]
     return found
 
 
-def _profile_name(matrix: Matrix, fw: Any, release: Any, variant: Any, version: str, python: str) -> str:
+def _profile_name(matrix: Matrix, fw: Framework, release: Release, variant: Variant, python: str) -> str:
+    """The name of the profile of ``variant`` of ``release`` on ``python``: by the minor version for the newest
+    release of its minor, else by the full version."""
+    newest = next(r for r in fw.releases if r.minor == release.minor) is release
+    version = release.minor if newest else release.version
     try:
         return build_profile(matrix, fw, release, variant, version, python=python).name
     except InputError:  # no base image or OS Python for it: name the combination plainly
         return f"{fw.name}-{version}-{fw.tag_of(variant.cuda)}-py{python}"
 
 
-def read_source(text: str, config: Config, make_engine: Callable[[], Any]) -> SourceImage:
+def read_source(text: str, config: Config, engine: Engine) -> SourceImage:
     """The source image ``text`` names, read without pulling (registry API, or the engine's inspect).
 
     Raises ValidationError for a malformed reference, NotFoundError/AuthError/RegistryError from its
@@ -139,71 +158,69 @@ def read_source(text: str, config: Config, make_engine: Callable[[], Any]) -> So
     """
     ref = parse_reference(text)
     if names_registry(text):
-        from ..registry.access import client_for
+        from ..registry.access import client_for  # here: the registry package loads requests
 
         client = client_for(ref.domain, config.insecure_hosts, config.registry_timeout)
         manifest = client.get_manifest(ref.path, ref.digest or ref.tag or "latest")
         image = client.get_image_config(ref.path, manifest)
         created = image.created.isoformat() if image.created else ""
-        return SourceImage(ref, True, manifest.digest, dict(image.labels), created, manifest.digest.split(":")[-1])
-    info = make_engine().inspect(text)
+        return SourceImage(ref, in_registry=True, digest=manifest.digest, labels=dict(image.labels), created=created,
+                           key=manifest.digest.split(":")[-1])
+    info = engine.inspect(text)
     if info is None:
         raise OperationError(f"import: the local engine has no image {text} (to import from a registry, name it: "
                              f"docker.io/{ref.path}, ghcr.io/..., HOST:PORT/...)")
     key_from = info.repo_digests[0].rpartition("@")[2] if info.repo_digests else info.id
-    return SourceImage(ref, False, info.id, dict(info.labels), info.created, key_from.split(":")[-1])
+    return SourceImage(ref, in_registry=False, digest=info.id, labels=dict(info.labels), created=info.created,
+                       key=key_from.split(":")[-1])
 
 
 def check_script(profile: Profile, config: Config) -> str:
     """The in-image check script of ``profile`` (the one its builds carry); raises TemplateError."""
-    from ..render.dockerfile import context_files
+    from ..render.dockerfile import context_files  # here: rendering loads jinja2
 
     return context_files(profile, config)["imagectl-check.py"].decode()
 
 
-def import_image(text: str, managed: ManagedRepository, matrix: Matrix, config: Config, make_engine: Callable[[], Any],
-                 options: ImportOptions, log: LineSink) -> ImportResult:
-    """Import the image ``text`` into ``managed`` (steps in the module docstring).  ``make_engine`` returns the
-    engine; it is called only when one is needed, possibly more than once (return the same engine).
+def import_image(text: str, managed: ManagedRepository, options: ImportOptions, env: ImportEnvironment) -> ImportResult:
+    """Import the image ``text`` into ``managed`` (steps in the module docstring).
 
     Raises OperationError when ``strict`` and the image disagrees with the profile (nothing copied),
     ValidationError/InputError for bad input, RegistryError/EngineError when a copy or the check fails.
     """
-    source = read_source(text, config, make_engine)
+    source = read_source(text, env.config, env.engine)
     where = "registry" if source.in_registry else "local engine"
-    log(f"{text}: {short_digest(source.digest)} in the {where}, created {source.created or 'at an unknown time'}")
+    env.log(f"{text}: {short_digest(source.digest)} in the {where}, created {source.created or 'at an unknown time'}")
     result = ImportResult(source, managed.reference.familiar)
-    engine_image = _check(result, managed, matrix, config, make_engine(), log) if options.check else None
+    engine_image = _check(result, managed, env) if options.check else None
     labelled = source.labels.get(PROFILE)
     if labelled and labelled != managed.profile.name:
         result.notes.append(f"its imagectl labels say it was built as {labelled}")
     _judge(result, managed, options)
-    store = open_tag_store(managed.reference, config, make_engine)
+    store = open_tag_store(managed.reference, env.config, env.engine)
     existing = store.tag_with_key(source.key)
     if existing:
         result.tag, result.digest, result.reused = existing, store.digest(existing) or "", True
-        log(f"{source.reference.familiar} was imported before as {existing}")
+        env.log(f"{source.reference.familiar} was imported before as {existing}")
     else:
         result.tag = immutable_tag(managed.profile, source.key, datetime.now(timezone.utc))
-        result.digest, result.copied = _copy(source, managed.reference, result.tag, store, config, make_engine,
-                                             engine_image, log)
+        result.digest, result.copied = _copy(result, managed.reference, store, env, engine_image)
     result.move = _move_latest(store, result, options)
     return result
 
 
-def _check(result: ImportResult, managed: ManagedRepository, matrix: Matrix, config: Config, engine: Any,
-           log: LineSink) -> str:
+def _check(result: ImportResult, managed: ManagedRepository, env: ImportEnvironment) -> str:
     """Run the profile's check in the source image; fills the result's report, findings and matches.
     Returns the engine's id of the image (pulled when it was only in a registry)."""
-    image = _local_copy(result.source, engine, log)
-    report = run_foreign_check(engine, image, check_script(managed.profile, config), config.build_network)
+    image = _local_copy(result.source, env.engine, env.log)
+    report = run_foreign_check(env.engine, image, check_script(managed.profile, env.config), env.config.build_network)
     result.checked, result.report = True, report
     result.findings = compare(expectations_from_profile(managed.profile), report)
-    result.matches = matching_profiles(report, matrix)
+    result.matches = matching_profiles(report, env.matrix)
     return image
 
 
-def _local_copy(source: SourceImage, engine: Any, log: LineSink) -> str:
+def _local_copy(source: SourceImage, engine: Engine, log: LineSink) -> str:
     """The engine's reference of the source image, pulled by digest when it is only in a registry."""
     if not source.in_registry:
         return source.digest
@@ -220,7 +237,7 @@ def _judge(result: ImportResult, managed: ManagedRepository, options: ImportOpti
     if not result.checked:
         result.notes.append("not checked (--no-check): what the image contains is unknown")
         return
-    problems = [f"{f.what}: expected {f.expected or '-'}, found {f.actual or '-'}" for f in result.disagreements]
+    problems = [finding_text(f) for f in result.disagreements]
     if not result.matches:
         result.notes.append("the image matches no profile of the matrix (framework, version, CUDA and Python)")
     elif not profile_matches(managed.profile, result.report):
@@ -235,38 +252,40 @@ def _judge(result: ImportResult, managed: ManagedRepository, options: ImportOpti
                              + "; ".join(problems[:_SHOWN] or result.notes[-1:]) + "; nothing imported")
 
 
-def _copy(source: SourceImage, target: Reference, tag: str, store: TagStore, config: Config,
-          make_engine: Callable[[], Any], engine_image: str | None, log: LineSink) -> tuple[str, str]:
-    """Put the source under ``target:tag``; (the digest it got, how it was copied).  Raises OperationError when
-    ``tag`` already names another image (nothing is copied)."""
+def _copy(result: ImportResult, target: Reference, store: TagStore, env: ImportEnvironment,
+          engine_image: str | None) -> tuple[str, str]:
+    """Put the result's source under ``target`` and the result's tag; (the digest it got, how it was copied).
+    Raises OperationError when that tag already names another image (nothing is copied)."""
+    source, tag, registry = result.source, result.tag, bool(env.config.registry_url)
     already = "already there: the tag names this image"
-    if config.registry_url and source.in_registry:
+    if registry and source.in_registry:
         if existing_immutable(store, tag, lambda digest: digest == source.digest):
             return source.digest, already
-        return _registry_copy(source, target, tag, config, log)
-    engine = make_engine()
-    image = engine_image or _local_copy(source, engine, log)
-    existing = existing_immutable(store, tag, image_of(engine, target, image, bool(config.registry_url)))
+        return _registry_copy(source, target, tag, env)
+    image = engine_image or _local_copy(source, env.engine, env.log)
+    existing = existing_immutable(store, tag, image_of(env.engine, target, image, registry))
     if existing:
         return existing, already
-    engine.tag(image, target.familiar, tag)
-    if not config.registry_url:
+    env.engine.tag(image, target.familiar, tag)
+    if not registry:
         return image, "tagged in the local engine"
-    log(f"pushing {target.familiar}:{tag}")
-    return engine.push(target.familiar, tag, log), "pushed from the local engine"
+    env.log(f"pushing {target.familiar}:{tag}")
+    return env.engine.push(target.familiar, tag, env.log), "pushed from the local engine"
 
 
-def _registry_copy(source: SourceImage, target: Reference, tag: str, config: Config, log: LineSink) -> tuple[str, str]:
-    from ..registry.access import client_for
+def _registry_copy(source: SourceImage, target: Reference, tag: str, env: ImportEnvironment) -> tuple[str, str]:
+    """Copy the source, in a registry, to ``target:tag`` in the configured one; (its digest, how it was copied)."""
+    from ..registry.access import client_for  # here: the registry package loads requests
     from ..registry.copy import Endpoint, copy_image
 
+    config = env.config
     src = Endpoint(client_for(source.reference.domain, config.insecure_hosts, config.registry_timeout),
                    source.reference.path)
     same_registry = source.reference.domain == target.domain
     dst_client = src.client if same_registry else client_for(target.domain, config.insecure_hosts,
                                                              config.registry_timeout)
     dst = Endpoint(dst_client, target.path)
-    log(f"copying {source.reference.repository}@{short_digest(source.digest)} to {target}:{tag}")
+    env.log(f"copying {source.reference.repository}@{short_digest(source.digest)} to {target}:{tag}")
     report = copy_image(src, source.digest, dst, tag)
     how = (f"registry copy: {len(report.mounted)} blobs mounted, {len(report.uploaded)} streamed,"
            f" {len(report.skipped)} already there")
@@ -285,15 +304,3 @@ def _move_latest(store: TagStore, result: ImportResult, options: ImportOptions) 
         store.record(Move(tag=result.tag, to=result.digest, previous=None, action="import", when=now(), by=who(),
                           to_tag=result.tag))
     return None
-
-
-def import_json(result: ImportResult) -> dict[str, Any]:
-    """``import --json``."""
-    return {
-        "source": result.source.reference.familiar, "source_digest": result.source.digest,
-        "repository": result.repository, "tag": result.tag, "digest": result.digest, "reused": result.reused,
-        "copied": result.copied, "checked": result.checked, "matches": result.matches,
-        "ok": result.checked and not result.disagreements,
-        "findings": [f.as_dict() for f in result.findings], "notes": result.notes,
-        "moved": bool(result.move and result.move.changed),
-    }

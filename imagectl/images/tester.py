@@ -38,7 +38,7 @@ def target_image(target: str, matrix: Matrix, config: Config, engine: Engine) ->
     if not config.registry_url:
         return moving_reference(profile.name, config).familiar
     repo = repository(profile.name, config)
-    digest = open_tag_store(repo, config, lambda: engine).digest(MOVING_TAG)
+    digest = open_tag_store(repo, config, engine).digest(MOVING_TAG)
     if digest is None:
         raise OperationError(f"test: {repo.familiar}:{MOVING_TAG} does not exist in the registry"
                              " (build or import it first)")
@@ -59,6 +59,6 @@ def check_image(target: str, matrix: Matrix, config: Config, engine: Engine, gpu
                              "first, or configure [registry] url)")
     info = info or engine.pull(image, log)
     try:
-        return image, check_findings(engine, info.id, dict(info.labels), config.build_network, gpu)
+        return image, check_findings(engine, info.id, dict(info.labels), config.build_network, gpu=gpu)
     except OperationError as exc:
         raise OperationError(f"test {image}: {exc}") from None

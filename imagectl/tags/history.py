@@ -12,9 +12,8 @@ Everything here returns data; the CLI formats it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
-from typing import Any
 
 from ..errors import OperationError
 from ..labels import label_versions
@@ -74,6 +73,7 @@ class HistoryEntry:
     tagged: str  # the time in the immutable tag's name, ISO 8601 ("" for a pointer-only image)
     versions: Mapping[str, str]
     pointed_by: tuple[str, ...]
+    _: KW_ONLY
     current: bool  # the moving tag points to it
     immutable: bool = True
 
@@ -126,13 +126,13 @@ def history_entries(listing: TagListing, facts: Mapping[str, tuple[str, Mapping[
         created, labels = facts.get(info.digest, ("", {}))
         rows.append(HistoryEntry(info.tag, info.digest, created, info.time.isoformat(),
                                  image_versions(labels, info.tag), tuple(by_digest.get(info.digest, ())),
-                                 info.digest == current))
+                                 current=info.digest == current))
     named = {t.digest for t in listing.immutable}
     for digest, pointers in sorted(by_digest.items(), key=lambda item: item[1]):
         if digest not in named:
             created, labels = facts.get(digest, ("", {}))
             rows.append(HistoryEntry(pointers[0], digest, created, "", image_versions(labels, pointers[0]),
-                                     tuple(pointers), digest == current, immutable=False))
+                                     tuple(pointers), current=digest == current, immutable=False))
     return rows
 
 
@@ -145,24 +145,6 @@ def image_versions(labels: Mapping[str, str], tag: str) -> dict[str, str]:
     return {"version": parts["version"], "cuda": parts["cuda"], "python": parts["python"]} if parts else {}
 
 
-def history_json(history: History) -> list[dict[str, Any]]:
-    """``history --json``: one object per entry; ``moves`` lists the logged moves onto that image."""
-    names = digest_names(history)
-    out = []
-    for e in history.entries:
-        arrived = [_move_json(m, names) for m in history.moves if m.to == e.digest and m.previous != m.to]
-        out.append({"tag": e.tag, "digest": e.digest, "created": e.created or None, "tagged": e.tagged or None,
-                    "current": e.current, "immutable": e.immutable, "pointed_by": list(e.pointed_by),
-                    "versions": dict(e.versions), "moves": arrived})
-    return out
-
-
-def moves_json(history: History) -> list[dict[str, Any]]:
-    """``history --moves --json``: every logged move, newest first."""
-    names = digest_names(history)
-    return [_move_json(m, names) for m in reversed(history.moves)]
-
-
 def digest_names(history: History) -> dict[str, str]:
     """digest -> the newest immutable tag naming it (entries are newest first), else the tag a logged move
     named it by (an image pruned since)."""
@@ -170,9 +152,3 @@ def digest_names(history: History) -> dict[str, str]:
     names.update({m.to: m.to_tag for m in history.moves if m.to_tag and is_immutable(m.to_tag)})
     names.update({e.digest: e.tag for e in reversed(history.entries) if e.immutable})
     return names
-
-
-def _move_json(move: Move, names: Mapping[str, str]) -> dict[str, Any]:
-    return {"when": move.when, "tag": move.tag, "action": move.action, "by": move.by,
-            "from": move.previous, "from_tag": move.from_tag or names.get(move.previous or ""),
-            "to": move.to, "to_tag": move.to_tag or names.get(move.to)}

@@ -5,22 +5,21 @@ a repository suffix (``torch-2.3-cu121-nlp``, as ``build --suffix`` names a team
 is ``[REGISTRY/]NAMESPACE/NAME`` with the profile's canonical name (see :mod:`.naming`).
 
 The tags live in the configured registry; with no registry configured they are the local engine's.  Opening a
-registry store needs no engine: ``history``, ``rollback``, ``promote`` and ``prune`` against a registry never
-import the Docker SDK.
+registry store needs no engine: ``history``, ``rollback``, ``promote`` and ``prune`` against a registry, given a
+:class:`imagectl.engine.docker.LazyEngine`, never import the Docker SDK.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ..config import Config
+from ..engine import Engine
 from ..errors import UnknownProfileError
+from ..grammar import check_token
 from ..matrix.model import Matrix, Profile
 from ..matrix.names import resolve_profile
 from ..reference import Reference
-from ..grammar import check_token
 from .naming import repository
 from .store import EngineTagStore, RegistryTagStore, TagStore
 
@@ -55,11 +54,12 @@ def resolve_managed(name: str, matrix: Matrix, config: Config) -> ManagedReposit
         return ManagedRepository(profile, repo_name, repository(repo_name, config))
 
 
-def open_tag_store(repo: Reference, config: Config, make_engine: Callable[[], Any]) -> TagStore:
-    """The registry's store when a registry is configured, else the local engine's (``make_engine()`` is only
-    called then).  Raises EngineError when the engine is needed and cannot be reached."""
+def open_tag_store(repo: Reference, config: Config, engine: Engine) -> TagStore:
+    """The registry's store when a registry is configured, else the local engine's (only then is ``engine``
+    used: pass a LazyEngine to connect to none before that).  Raises InputError for a registry timeout that is no
+    positive number; the store's calls raise RegistryError/EngineError."""
     if config.registry_url:
-        from ..registry.access import client_for
+        from ..registry.access import client_for  # here: the registry package loads requests
 
         return RegistryTagStore(client_for(repo.domain, config.insecure_hosts, config.registry_timeout), repo)
-    return EngineTagStore(make_engine(), repo)
+    return EngineTagStore(engine, repo)

@@ -44,13 +44,13 @@ record, :mod:`.store`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 
 from ..errors import ImagectlError, InputError, NotFoundError, OperationError
 from ..reference import check_tag
 from .history import TagInfo, TagListing, read_listing
 from .naming import MOVING_TAG, check_channel, check_source, is_immutable, short_digest, tag_time
-from .store import Move, TagStore, last_real_move, now, who
+from .store import Move, MoveAction, TagStore, last_real_move, now, who
 
 _CHOICES_SHOWN = 10
 _MIN_PREFIX = len("sha256:") + 12
@@ -64,6 +64,7 @@ class MoveResult:
     previous: str | None  # the digest it pointed to before (None: it did not exist)
     target: str  # the digest it points to now
     target_tag: str | None  # the immutable tag of the target, when one names it
+    _: KW_ONLY
     changed: bool  # False: it already pointed there (nothing written, nothing logged)
     note: str = ""  # e.g. another client moved the tag again right after
 
@@ -214,7 +215,7 @@ def _choices(listing: TagListing) -> str:
 
 
 def guarded_move(store: TagStore, tag: str, target: str, target_tag: str | None, current: str | None,
-                 action: str, current_tag: str | None = None) -> MoveResult:
+                 action: MoveAction, current_tag: str | None = None) -> MoveResult:
     """Point ``tag`` at image ``target`` (named by immutable tag ``target_tag``) unless it is there already;
     read it back, repair it if a concurrent manifest delete took it down, and log the move as ``action``.
 

@@ -36,9 +36,8 @@ In the local engine a prune only removes tags (``docker rmi`` of a tag), which n
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from ..errors import OperationError
 from .history import TagInfo, read_listing, sorted_newest_first
@@ -52,6 +51,7 @@ class Deletion:
 
     tag: str
     digest: str
+    _: KW_ONLY
     delete: bool
     reason: str
 
@@ -74,18 +74,18 @@ def plan_prune(tags: list[TagInfo], pointed: set[str], keep: int, min_age: timed
 def _decide(info: TagInfo, rank: int, pointed: Collection[str], keep: int, min_age: timedelta,
             now: datetime) -> Deletion:
     if rank < keep:
-        return Deletion(info.tag, info.digest, False, f"one of the newest {keep}")
+        return Deletion(info.tag, info.digest, delete=False, reason=f"one of the newest {keep}")
     if info.digest in pointed:
-        return Deletion(info.tag, info.digest, False, "a moving tag or channel points to its image")
+        return Deletion(info.tag, info.digest, delete=False, reason="a moving tag or channel points to its image")
     if now - info.time < min_age:
-        return Deletion(info.tag, info.digest, False, f"younger than {_age(min_age)}")
-    return Deletion(info.tag, info.digest, True, f"older than the newest {keep} and than {_age(min_age)}")
+        return Deletion(info.tag, info.digest, delete=False, reason=f"younger than {_age(min_age)}")
+    return Deletion(info.tag, info.digest, delete=True, reason=f"older than the newest {keep} and than {_age(min_age)}")
 
 
 def _share(decision: Deletion, kept: dict[str, str]) -> Deletion:
     if decision.delete and decision.digest in kept:
         reason = f"its image is shared with kept tag {kept[decision.digest]}"
-        return Deletion(decision.tag, decision.digest, False, reason)
+        return Deletion(decision.tag, decision.digest, delete=False, reason=reason)
     return decision
 
 
@@ -101,12 +101,6 @@ def plan_for_store(store: TagStore, keep: int, min_age: timedelta, now: datetime
     """
     listing = read_listing(store)
     return plan_prune(list(listing.immutable), set(listing.pointers.values()), keep, min_age, now)
-
-
-def plan_json(plan: Sequence[Deletion], dry_run: bool) -> list[dict[str, Any]]:
-    """The plan as plain data: action (``delete``, ``delete (dry run)``, ``keep``), tag, digest, reason."""
-    return [{"action": ("delete" if d.delete else "keep") + (" (dry run)" if dry_run and d.delete else ""),
-             "tag": d.tag, "digest": d.digest, "reason": d.reason} for d in plan]
 
 
 @dataclass
@@ -205,9 +199,3 @@ def _put_back(store: TagStore, pointer: str, digest: str, report: PruneReport, o
     on_line(f"put {pointer} back on {short_digest(digest)}: it moved onto the image while it was being deleted")
     return True
 
-
-def report_json(plan: Sequence[Deletion], report: PruneReport) -> dict[str, Any]:
-    """``prune --json`` after deleting: the plan and what was done."""
-    return {"plan": plan_json(plan, False), "deleted": report.deleted, "restored": report.restored,
-            "skipped": [{"tag": t, "reason": r} for t, r in report.skipped],
-            "failed": [{"tag": t, "error": e} for t, e in report.failed]}

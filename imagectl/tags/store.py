@@ -72,11 +72,15 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Protocol
 
+from ..engine import Engine
 from ..errors import AuthError, NotFoundError, OperationError, RegistryError
 from ..reference import Reference
 from .naming import RESERVED_PREFIX, is_immutable, is_reserved, tags_with_key
+
+if TYPE_CHECKING:  # the registry package loads requests: only a registry store needs it (see RegistryTagStore.record)
+    from ..registry.manifest import ImageConfig, Manifest
 
 MOVE_PREFIX = f"{RESERVED_PREFIX}move-"
 MOVE_ARTIFACT = "application/vnd.imagectl.move.v1+json"
@@ -96,6 +100,11 @@ _EMPTY_CONFIG_DIGEST = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e831
 _OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
 
+MoveAction = Literal["build", "rollback", "promote", "import"]
+"""What moved a tag: the four actions imagectl logs.  A Literal, not an Enum: a log written by a newer imagectl
+may name another action, which is read back as written (:func:`move_from_json`)."""
+
+
 @dataclass(frozen=True)
 class Move:
     """One move of a moving tag or channel."""
@@ -103,7 +112,7 @@ class Move:
     tag: str
     to: str  # digest (registry) or image id (engine)
     previous: str | None
-    action: str  # build, rollback, promote, import
+    action: MoveAction
     when: str
     by: str
     to_tag: str | None = None  # the immutable tag moved to, when known
@@ -140,6 +149,21 @@ class TagStore(Protocol):
     def last_move(self, tag: str) -> Move | None: ...
     def record(self, move: Move) -> None: ...
     def tag_with_key(self, key: str) -> str | None: ...
+
+
+class TagRegistry(Protocol):
+    """What a :class:`RegistryTagStore` asks of a registry (:class:`imagectl.registry.RegistryClient` is one).
+
+    Each method raises RegistryError (NotFoundError, AuthError) as the client documents."""
+
+    def list_tags(self, repository: str) -> list[str]: ...
+    def head_manifest(self, repository: str, reference: str) -> str | None: ...
+    def get_manifest(self, repository: str, reference: str) -> Manifest: ...
+    def put_manifest(self, repository: str, reference: str, manifest: Manifest) -> str: ...
+    def delete_tag(self, repository: str, tag: str) -> bool: ...
+    def delete_manifest(self, repository: str, digest: str) -> None: ...
+    def get_image_config(self, repository: str, manifest: Manifest) -> ImageConfig: ...
+    def upload_blob(self, repository: str, data: bytes, digest: str | None = None) -> str: ...
 
 
 # --------------------------------------------------------------------------------------------- the log, pure
@@ -199,8 +223,9 @@ _MOVE_FIELDS = frozenset(f.name for f in fields(Move))
 _REQUIRED = ("tag", "to", "action", "when", "by")
 
 
-def move_from_json(item: Any) -> Move:
-    """A Move from its JSON object; keys a newer imagectl may add are ignored, so older clients can still read it.
+def move_from_json(item: object) -> Move:
+    """A Move from its JSON object; keys a newer imagectl may add are ignored, and an action it may add is kept as
+    written, so older clients can still read it.
 
     Raises ValueError for anything that is not a move (not an object, a missing or non-text field).
     """
@@ -215,11 +240,11 @@ def move_from_json(item: Any) -> Move:
     return Move(**values)
 
 
-def parse_moves(text: Any, where: str) -> tuple[list[Move], list[str]]:
-    """(the moves of a whole-log JSON list, what was skipped): never raises; an unreadable log or entry is
-    described in the second list, one line each."""
+def parse_moves(text: object, where: str) -> tuple[list[Move], list[str]]:
+    """(the moves of a whole-log JSON list, what was skipped): never raises; an unreadable log or entry (or a
+    ``text`` that is no text at all) is described in the second list, one line each."""
     try:
-        items = json.loads(text)
+        items = json.loads(text)  # type: ignore[arg-type]  # not text: a TypeError, reported below
     except (ValueError, TypeError) as exc:
         return [], [f"{where}: unreadable move log ({_first_line(exc)}); ignored"]
     if not isinstance(items, list):
@@ -238,7 +263,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _annotations(manifest: Any) -> Mapping[str, Any]:
+def _annotations(manifest: Manifest) -> Mapping[str, Any]:
     """The annotations of a manifest; raises RegistryError for bytes that are not a JSON object."""
     found = manifest.json().get("annotations")
     return found if isinstance(found, dict) else {}
@@ -250,13 +275,13 @@ def _annotations(manifest: Any) -> Mapping[str, Any]:
 class RegistryTagStore:
     """Tags of one repository in a registry, through :class:`imagectl.registry.RegistryClient`."""
 
-    def __init__(self, client: Any, repository: Reference) -> None:
+    def __init__(self, client: TagRegistry, repository: Reference) -> None:
         self.client = client
         self.repository = repository
         self.problems: list[str] = []
         self._path = repository.path
-        self._configs: dict[str, Any] = {}
-        self._manifests: dict[str, Any] = {}  # digest -> Manifest read for point() or kept before a delete
+        self._configs: dict[str, ImageConfig] = {}
+        self._manifests: dict[str, Manifest] = {}  # digest -> Manifest read for point() or kept before a delete
         self._records: list[str] = []  # the record tags the last listing showed, oldest first
 
     def tags(self) -> list[str]:
@@ -329,7 +354,7 @@ class RegistryTagStore:
                 if self.client.head_manifest(self._path, digest) is None:
                     self.client.put_manifest(self._path, digest, self._manifests[digest])
 
-    def _config(self, target: str) -> Any:
+    def _config(self, target: str) -> ImageConfig:
         if target not in self._configs:
             manifest = self.client.get_manifest(self._path, target)
             self._configs[target] = self.client.get_image_config(self._path, manifest)
@@ -371,7 +396,7 @@ class RegistryTagStore:
     def record(self, move: Move) -> None:
         """Add ``move`` to the log as a record of its own (see the module docstring), then delete a few records
         beyond the newest MOVES_KEEP.  Raises RegistryError (AuthError) when the record cannot be written."""
-        from ..registry.manifest import Manifest
+        from ..registry.manifest import Manifest  # here: the registry package loads requests (see the top)
 
         name = record_tag(move.tag, datetime.now(timezone.utc), secrets.token_hex(6))
         manifest = Manifest.from_bytes(record_body(move, name), _OCI_MANIFEST)
@@ -450,7 +475,7 @@ class RegistryTagStore:
 class EngineTagStore:
     """Tags of one repository in the local engine; the move log in a local JSON file."""
 
-    def __init__(self, engine: Any, repository: Reference, state_dir: Path | None = None) -> None:
+    def __init__(self, engine: Engine, repository: Reference, state_dir: Path | None = None) -> None:
         self.engine = engine
         self.repository = repository
         self.problems: list[str] = []

@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from imagectl.imagecheck.compare import compare, failed, format_findings, parse_report
+from imagectl.cli.finding_views import format_findings
+from imagectl.imagecheck.compare import compare, failed, parse_report
 from imagectl.labels import expectations
 from imagectl.errors import OperationError
 

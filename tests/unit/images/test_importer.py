@@ -11,10 +11,11 @@ import pytest
 from imagectl.config import Config
 from imagectl.engine import ImageInfo
 from imagectl.errors import OperationError
+from imagectl.cli.tag_views import import_json
 from imagectl.images.importer import (
+    ImportEnvironment,
     ImportOptions,
     import_image,
-    import_json,
     matching_profiles,
     profile_matches,
 )
@@ -105,8 +106,9 @@ def local_import(matrix, monkeypatch, tmp_path):
     engine = FakeEngine(report_for(managed.profile))
     engine.add("team/own:v1", "sha256:" + "1" * 64)
 
-    def run(options=ImportOptions(), ref="team/own:v1"):
-        return import_image(ref, managed, matrix, Config(namespace="ml"), lambda: engine, options, lambda line: None)
+    def run(options=None, ref="team/own:v1"):
+        env = ImportEnvironment(matrix, Config(namespace="ml"), engine, lambda line: None)
+        return import_image(ref, managed, options or ImportOptions(), env)
 
     return engine, managed, run
 

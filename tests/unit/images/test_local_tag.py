@@ -15,7 +15,7 @@ import pytest
 
 from imagectl.engine import ImageInfo
 from imagectl.errors import EngineError
-from imagectl.engine.docker import engine_socket, inspect_over_socket
+from imagectl.engine.docker import LazyEngine, engine_socket, inspect_over_socket
 from imagectl.images.local_tag import follow_locally
 from imagectl.reference import parse_reference
 
@@ -89,45 +89,48 @@ def never() -> Engine:
     raise AssertionError("the engine (and the Docker SDK) must not be needed here")
 
 
+NEVER = LazyEngine(never)  # connects (and fails the test) only when something asks it
+
+
 def test_without_an_engine_nothing_is_loaded_or_changed(tmp_path, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
     monkeypatch.delitem(sys.modules, "docker", raising=False)
-    assert follow_locally(REPO, "latest", NEW, never) == ""
+    assert follow_locally(REPO, "latest", NEW, NEVER) == ""
     assert "docker" not in sys.modules
 
 
 def test_no_local_tag_or_one_already_on_the_target_needs_no_engine(engine_socket_at):
-    assert follow_locally(REPO, "latest", NEW, never) == ""
+    assert follow_locally(REPO, "latest", NEW, NEVER) == ""
     engine_socket_at.images[f"{NAME}:latest"] = {"Id": "sha256:img2", "RepoDigests": [f"{NAME}@{NEW}"]}
-    assert follow_locally(REPO, "latest", NEW, never) == ""
+    assert follow_locally(REPO, "latest", NEW, NEVER) == ""
     assert engine_socket_at.asked == [f"/images/{NAME}:latest/json"] * 2
 
 
 def test_a_stale_local_tag_is_re_tagged_onto_the_target_the_engine_has(engine_socket_at):
     engine_socket_at.images[f"{NAME}:latest"] = {"Id": "sha256:img1", "RepoDigests": [f"{NAME}@{OLD}"]}
     engine = Engine({f"{NAME}@{NEW}": "sha256:img2"})
-    note = follow_locally(REPO, "latest", NEW, lambda: engine)
+    note = follow_locally(REPO, "latest", NEW, engine)
     assert engine.calls[-1] == ("tag", "sha256:img2", NAME, "latest") and note == f"local {NAME}:latest re-tagged to it"
 
 
 def test_a_stale_local_tag_is_removed_when_the_engine_lacks_the_target(engine_socket_at):
     engine_socket_at.images[f"{NAME}:stable"] = {"Id": "sha256:img1", "RepoDigests": [f"{NAME}@{OLD}"]}
     engine = Engine()
-    note = follow_locally(REPO, "stable", NEW, lambda: engine)
+    note = follow_locally(REPO, "stable", NEW, engine)
     assert engine.calls[-1] == ("untag", f"{NAME}:stable")
     assert note.startswith(f"local {NAME}:stable removed: this machine does not have {NEW[:19]}")
 
 
 def test_an_engine_that_refuses_is_a_note_never_an_error(engine_socket_at):
     engine_socket_at.images[f"{NAME}:latest"] = {"Id": "sha256:img1", "RepoDigests": []}
-    note = follow_locally(REPO, "latest", NEW, lambda: Engine({f"{NAME}@{NEW}": "sha256:img2"}, fail=True))
+    note = follow_locally(REPO, "latest", NEW, Engine({f"{NAME}@{NEW}": "sha256:img2"}, fail=True))
     assert note == f"local {NAME}:latest not updated: engine: conflict"
 
 
 def test_a_non_unix_engine_is_asked_through_the_engine_interface(monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.1:2375")
     engine = Engine({f"{NAME}:latest": "sha256:img1"})
-    assert follow_locally(REPO, "latest", NEW, lambda: engine).startswith(f"local {NAME}:latest removed")
+    assert follow_locally(REPO, "latest", NEW, engine).startswith(f"local {NAME}:latest removed")
     assert engine_socket("") == "/var/run/docker.sock" and engine_socket("unix:///run/d.sock") == "/run/d.sock"
     assert engine_socket("ssh://host") is None
 

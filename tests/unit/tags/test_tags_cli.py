@@ -40,7 +40,7 @@ def test_commands_are_listed(run_cli):
 def registry_mode(tmp_path, monkeypatch, store: FakeStore) -> None:
     """imagectl.toml with a registry, and the tag commands' store replaced by ``store``."""
     (tmp_path / "imagectl.toml").write_text('[registry]\nurl = "registry.example.com"\nnamespace = "ml"\n')
-    monkeypatch.setattr("imagectl.tags.managed.open_tag_store", lambda repo, config, make_engine: store)
+    monkeypatch.setattr("imagectl.cli.tags_cmd.open_tag_store", lambda repo, config, engine: store)
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")  # a machine without an engine
 
 

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from tagfakes import FakeStore, digest_of, move, tag_on
 
-from imagectl.cli.tag_views import format_history, format_versions
-from imagectl.tags.history import history_json, image_versions, moves_json, read_history
+from imagectl.cli.tag_views import format_history, format_versions, history_json, moves_json
+from imagectl.tags.history import image_versions, read_history
 from imagectl.tags.naming import immutable_parts
 
 LABELS = {"imagectl.framework": "torch", "imagectl.framework.version": "2.3.1", "imagectl.cuda": "12.1",
