@@ -39,7 +39,7 @@ class _Progress:
     def __init__(self, mode: str, names: Sequence[str], secrets: Sequence[str]) -> None:
         import shutil
 
-        from ..progress import LiveDisplay, plain_sink
+        from .live_display import LiveDisplay, plain_sink
 
         self.secrets = secrets
         self.mode = "live" if mode == "auto" and sys.stderr.isatty() else "plain" if mode == "auto" else mode
@@ -187,7 +187,7 @@ def cmd_test(ctx: click.Context, target: str, gpu: bool, as_json: bool, junit: s
     if as_json:
         echo_json({"image": image, "ok": not bad, "findings": [f.as_dict() for f in findings]})
     else:
-        from ..imagecheck.compare import format_findings
+        from .finding_views import format_findings
 
         click.echo(format_findings(findings))
         click.echo(f"{image}: {'ok' if not bad else f'{len(bad)} mismatches'}", file=sys.stderr)

@@ -12,14 +12,16 @@ import json
 import os
 import shutil
 import socket
+import threading
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
+from ..progress.push import PushProgress
 from ..redact import redact
 from ..errors import BuildError, EngineError, NotFoundError
-from . import TAIL_LINES, ImageInfo, LineSink
+from . import TAIL_LINES, Engine, ImageInfo, LineSink
 
 
 def _info(attrs: Mapping[str, Any]) -> ImageInfo:
@@ -49,7 +51,7 @@ def ssh_options(host: str, which: Callable[[str], str | None] = shutil.which) ->
     return {"use_ssh_client": True} if which("ssh") else {}
 
 
-class DockerEngine:
+class DockerEngine(Engine):
     """:class:`Engine` over the Docker SDK, against ``DOCKER_HOST`` or the default socket."""
 
     def __init__(self, client: Any = None) -> None:
@@ -134,8 +136,6 @@ class DockerEngine:
     def push(self, repository: str, tag: str, on_line: LineSink) -> str:
         """Push ``repository:tag``; progress as bytes uploaded of the layers' total (every few seconds, from the
         engine's events) and a last line of what was uploaded; returns the pushed digest."""
-        from ..progress import PushProgress
-
         digest = ""
         progress = PushProgress(on_line)
         try:
@@ -171,7 +171,8 @@ class DockerEngine:
             raise EngineError(f"pull {ref}: the engine has no image after pulling")
         return info
 
-    def run(self, image: str, command: list[str], network: str | None = None, gpus: bool = False) -> tuple[int, str]:
+    def run(self, image: str, command: list[str], network: str | None = None, *,
+            gpus: bool = False) -> tuple[int, str]:
         """Run ``command`` in a throw-away container; returns (exit status, stdout+stderr)."""
         device_requests = None
         if gpus:
@@ -196,21 +197,57 @@ class DockerEngine:
             raise EngineError(f"engine: {_short(exc)}") from None
 
 
-class LazyEngine:
-    """An :class:`Engine` that connects on first use: a build reused from the registry never needs one."""
+class LazyEngine(Engine):
+    """An :class:`Engine` that connects on first use: a build reused from the registry, or a tag command against
+    a registry, never needs one (nor loads the Docker SDK).  The first call of any method calls ``factory``
+    (:class:`DockerEngine` by default) once, in any thread, and raises what it raises (EngineError when no
+    engine answers); every call then goes to the engine it made."""
 
-    def __init__(self, factory: Callable[[], Any] | None = None) -> None:
-        import threading
-
-        self._factory = factory or DockerEngine
-        self._engine: Any = None
+    def __init__(self, factory: Callable[[], Engine] | None = None) -> None:
+        self._factory: Callable[[], Engine] = factory or DockerEngine
+        self._engine: Engine | None = None
         self._lock = threading.Lock()
 
-    def __getattr__(self, name: str) -> Any:
+    def connected(self) -> Engine:
+        """The engine, made by the first call; raises what ``factory`` raises."""
         with self._lock:
             if self._engine is None:
                 self._engine = self._factory()
-        return getattr(self._engine, name)
+            return self._engine
+
+    def list_tags(self, repository: str) -> list[str]:
+        """See :meth:`Engine.list_tags`."""
+        return self.connected().list_tags(repository)
+
+    def inspect(self, ref: str) -> ImageInfo | None:
+        """See :meth:`Engine.inspect`."""
+        return self.connected().inspect(ref)
+
+    def build(self, context: Path, labels: Mapping[str, str], network: str | None, build_args: Mapping[str, str],
+              no_cache: bool, on_line: LineSink) -> str:
+        """See :meth:`Engine.build`."""
+        return self.connected().build(context, labels, network, build_args, no_cache, on_line)
+
+    def tag(self, image: str, repository: str, tag: str) -> None:
+        """See :meth:`Engine.tag`."""
+        self.connected().tag(image, repository, tag)
+
+    def untag(self, ref: str) -> None:
+        """See :meth:`Engine.untag`."""
+        self.connected().untag(ref)
+
+    def push(self, repository: str, tag: str, on_line: LineSink) -> str:
+        """See :meth:`Engine.push`."""
+        return self.connected().push(repository, tag, on_line)
+
+    def pull(self, ref: str, on_line: LineSink) -> ImageInfo:
+        """See :meth:`Engine.pull`."""
+        return self.connected().pull(ref, on_line)
+
+    def run(self, image: str, command: list[str], network: str | None = None, *,
+            gpus: bool = False) -> tuple[int, str]:
+        """See :meth:`Engine.run`."""
+        return self.connected().run(image, command, network, gpus=gpus)
 
 
 _REFUSED = ("unauthorized", "authentication required", "denied", "forbidden", "401", "403")

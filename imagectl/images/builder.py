@@ -34,7 +34,8 @@ from ..lock.extras import lock_extras
 from ..lock.make import ChosenLock, lock_for_build
 from ..lock.target import target_for
 from ..matrix.model import Profile
-from ..progress import Heartbeat, PipDownload, PipLog
+from ..progress.heartbeat import Heartbeat
+from ..progress.piplog import PipDownload, PipLog
 from ..reference import Reference, parse_reference
 from ..render.context import NETRC_FILE, base_reference, pip_netrc
 from ..shipped import template_files
@@ -184,7 +185,7 @@ def _prepare(profile: Profile, config: Config, engine: Engine, options: BuildOpt
         added = context_files_on_disk(config.context_dirs)
         key = build_key(files, base_digest, config.build_args, file_digests(added))
     repo = repository(name, config)
-    return _Prepared(files, added, key, repo, open_tag_store(repo, config, lambda: engine), chosen)
+    return _Prepared(files, added, key, repo, open_tag_store(repo, config, engine), chosen)
 
 
 def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOptions, log: LineSink,

@@ -120,7 +120,7 @@ def served_wheels(index_url: str) -> dict[tuple[str, str], int]:
 def test_pip_steps_end_with_a_summary_and_json_names_each_download(run_cli, tmp_path, mirror, wheel_index, registry,
                                                                     docker_config):
     """``--no-cache``: pip really runs (a cached layer prints nothing of pip's)."""
-    from imagectl.progress import parse_pip_size
+    from imagectl.progress.piplog import parse_pip_size
 
     write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="downloads")
     built = run_cli("build", PROFILE, "--force", "--no-cache", "--json")

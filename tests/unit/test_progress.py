@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import io
 
-from imagectl.progress import (Heartbeat, LiveDisplay, PipDownload, PipLog, PushProgress, clock_text, human_bytes,
-                               parse_pip_size, pip_summary, plain_sink, wheel_name_version)
+from imagectl.cli.live_display import LiveDisplay, plain_sink
+from imagectl.progress.heartbeat import Heartbeat
+from imagectl.progress.piplog import PipDownload, PipLog, parse_pip_size, pip_summary, wheel_name_version
+from imagectl.progress.push import PushProgress
+from imagectl.progress.units import clock_text, human_bytes
 
 
 class Clock:
