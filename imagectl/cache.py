@@ -1,41 +1,55 @@
-"""A small on-disk cache of results that are pure functions of files: the loaded matrix, validate's report, show's
-description of a profile, parsed locks, build-time locks, rendered build contexts.
+"""The one on-disk cache: results that cost a network round trip, keyed by the content of what they read.
 
-The key is a SHA-512 (its first 256 bits) over imagectl's version, the (path, size, mtime) of imagectl's own
-modules and of every input file, and any extra text the caller adds (such as configured directories).  Any
-change of any input gives a new key; a cache entry that cannot be read is simply recomputed.
-``IMAGECTL_NO_CACHE=1`` turns the cache off; it lives in ``$XDG_CACHE_HOME/imagectl`` (``~/.cache/imagectl``).
+Only what is slow to compute and a pure function of a *value* is cached here; nothing derived from files is (the
+matrix, ``show``, ``validate``, ``list`` and a rendered context are computed afresh on every run, so they cannot
+go stale; ``bench/startup.py`` measures what that costs).  Today one kind uses it: a lock resolved at build time
+(:func:`imagectl.lock.make.lock_for_build`), keyed by the :class:`~imagectl.lock.make.LockRequest` the resolution
+reads, with its as-of *date* already resolved.
 
-Each kind keeps at most ``KEEP_PER_KIND`` entries (``build --all`` caches one rendered context per profile), the
-least recently used going first: a hit touches its entry's mtime.  Several processes and threads may share the
-directory: an entry is written to a unique temporary file and renamed into place, and eviction tolerates entries
-that another process removed or replaced meanwhile.
+- **The key** is the SHA-256 of the canonical JSON of the request (sorted keys, no secret in it: the caller's job),
+  imagectl's version and this module's format number.  The request is the whole input of the computation, so a
+  key cannot leave an input out; the request itself is stored in the entry and compared on every hit.
+- **The entry** is JSON: ``{"format": 1, "key": REQUEST, "value": TEXT}``; the value is the result as text (a
+  lock file), read back by the kind's own pure parser.  Nothing is unpickled and nothing read can run code; an
+  entry that cannot be read, parsed, or whose request differs is recomputed and replaced.
+- ``IMAGECTL_NO_CACHE=1`` turns it off; it lives in ``$XDG_CACHE_HOME/imagectl`` (``~/.cache/imagectl``).
+
+Each kind keeps at most :attr:`Kind.keep` entries, the least recently used going first (a hit touches its entry).
+Several processes may share the folder: an entry is written to a temporary file of its own and renamed into
+place, and eviction tolerates entries another process removed meanwhile.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
-import pickle
 import tempfile
 import time
-from functools import lru_cache
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Generic, TypeVar
 
 from . import __version__
 
-try:  # the C module that ``random`` (which tempfile loads) has loaded already; hashlib would add OpenSSL's start-up
-    from _sha512 import sha512  # Python 3.10, 3.11
-except ImportError:  # pragma: no cover - the module's name since 3.12
-    try:
-        from _sha2 import sha512
-    except ImportError:
-        from hashlib import sha512
-
 T = TypeVar("T")
-_PACKAGE = Path(__file__).resolve().parent
+FORMAT = 1  # the entry layout; a new layout is a new key, old entries age out
 KEEP_PER_KIND = 64  # entries of one kind that survive eviction
 _STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a writer that died
+JsonValue = object  # what json.dumps takes: str, int, float, bool, None, lists and dicts of them
+
+
+@dataclass(frozen=True)
+class Kind(Generic[T]):
+    """One kind of cached result: its name (the entries' file prefix), how its value becomes text and back
+    (``decode`` raises for text it cannot read: the entry is then recomputed) and how many entries it keeps."""
+
+    name: str
+    encode: Callable[[T], str]
+    decode: Callable[[str], T]
+    keep: int = KEEP_PER_KIND
 
 
 def cache_dir() -> Path:
@@ -43,106 +57,88 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "imagectl"
 
 
-def _stat_line(path: str) -> str:
-    try:
-        st = os.stat(path)
-        return f"{path}|{st.st_size}|{st.st_mtime_ns}\n"
-    except OSError:
-        return f"{path}|missing\n"
+def canonical(request: Mapping[str, JsonValue]) -> str:
+    """The request as canonical JSON (sorted keys, no spaces); raises TypeError for a value JSON cannot hold."""
+    return json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
-def _code_files(root: str = str(_PACKAGE)) -> list[str]:
-    out = []
-    for entry in os.scandir(root):
-        if entry.is_dir() and not entry.name.startswith(("_", ".")):
-            out += _code_files(entry.path)
-        elif entry.name.endswith(".py"):
-            out.append(entry.path)
-    return sorted(out)
+def cache_key(kind: str, request: Mapping[str, JsonValue]) -> str:
+    """The key of ``kind``'s result for ``request``: 64 hex digits."""
+    text = f"{kind}\0{__version__}\0{FORMAT}\0{canonical(request)}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-@lru_cache(maxsize=1)
-def _code_lines() -> str:
-    """The stat lines of imagectl's own modules, once per process (the code a process runs is the code it
-    loaded)."""
-    return "".join(_stat_line(name) for name in _code_files())
+def entry_path(kind: Kind[T], request: Mapping[str, JsonValue]) -> Path:
+    """The file of ``kind``'s entry for ``request``."""
+    return cache_dir() / f"{kind.name}-{cache_key(kind.name, request)}.json"
 
 
-def cache_key(kind: str, inputs: Iterable[Path], extra: str = "") -> str:
-    """The key of a result computed from ``inputs`` (and imagectl's own code): 64 hex digits."""
-    text = "".join([f"{kind}\0{__version__}\0{extra}\0", _code_lines(), *map(_stat_line, sorted(map(str, inputs)))])
-    return sha512(text.encode()).hexdigest()[:64]
-
-
-def cached(kind: str, inputs: Iterable[Path], compute: Callable[[], T], extra: str = "",
-           keep: int = KEEP_PER_KIND) -> T:
-    """``compute()``, or its earlier result for the same inputs; at most ``keep`` entries of ``kind`` stay.
-
-    Raises whatever ``compute`` raises (errors are not cached); a cache that cannot be read or written is
-    bypassed, never an error."""
+def cached(kind: Kind[T], request: Mapping[str, JsonValue], compute: Callable[[], T]) -> T:
+    """``compute()``, or its earlier result for the same ``request``.  Raises whatever ``compute`` raises (errors
+    are not cached); a cache that cannot be read or written is bypassed, never an error."""
     if os.environ.get("IMAGECTL_NO_CACHE"):
         return compute()
-    path = cache_dir() / f"{kind}-{cache_key(kind, inputs, extra)}.pickle"
-    found, value = _load(path)
-    if found:
+    path = entry_path(kind, request)
+    found = _load(path, kind, request)
+    if found is not None:
         _touch(path)
-        return value
+        return found[0]
     value = compute()
-    if _store(path, value):
-        _evict(path.parent, kind, keep=keep, current=path)
+    if _store(path, request, kind.encode(value)):
+        _evict(path.parent, kind.name, keep=kind.keep, current=path)
     return value
 
 
-def _load(path: Path) -> tuple[bool, Any]:
-    """``(True, value)`` of the entry at ``path``, or ``(False, None)`` when it is missing or unreadable."""
+def _load(path: Path, kind: Kind[T], request: Mapping[str, JsonValue]) -> tuple[T] | None:
+    """``(value,)`` of the entry at ``path``, or None when it is missing, unreadable, for another request or
+    its value does not parse."""
     try:
-        with path.open("rb") as handle:
-            return True, pickle.load(handle)  # our own file, written by _store
-    except Exception:  # a missing, partial or stale entry: the caller recomputes
-        return False, None
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        if entry.get("format") != FORMAT or canonical(entry.get("key")) != canonical(request):
+            return None
+        value = entry["value"]
+        return (kind.decode(value),) if isinstance(value, str) else None
+    except Exception:  # a missing, partial, foreign or corrupt entry: the caller recomputes
+        return None
 
 
-def _store(path: Path, value: object) -> bool:
-    """Write ``value`` to ``path`` through a temporary file of its own (atomic for readers); whether it worked.
-    Never raises: an unwritable cache or an unpicklable value just goes uncached."""
+def _store(path: Path, request: Mapping[str, JsonValue], text: str) -> bool:
+    """Write the entry to ``path`` through a temporary file of its own (atomic for readers); whether it worked.
+    Never raises: an unwritable cache just goes unused."""
+    data = json.dumps({"format": FORMAT, "key": request, "value": text}, sort_keys=True)
     try:
-        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f"{path.stem}.", suffix=".tmp", delete=False)
-    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.stem}.", suffix=".tmp")
+    except OSError:
         return False
     try:
-        with handle:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(data)
-        Path(handle.name).replace(path)
+        Path(tmp).replace(path)
         return True
     except OSError:
-        Path(handle.name).unlink(missing_ok=True)
+        Path(tmp).unlink(missing_ok=True)
         return False
 
 
 def _touch(path: Path) -> None:
     """Mark ``path`` as just used (another process may have evicted it meanwhile)."""
-    try:
+    with contextlib.suppress(OSError):
         os.utime(path)
-    except OSError:
-        pass
 
 
 def _entries(directory: Path, kind: str) -> list[tuple[int, str]]:
     """``(mtime_ns, name)`` of each entry of ``kind`` in ``directory``; vanished files are left out."""
-    width = len(kind) + 1 + 64 + len(".pickle")
+    width = len(kind) + 1 + 64 + len(".json")
     found = []
     try:
         scan = list(os.scandir(directory))
     except OSError:
         return []
     for entry in scan:
-        if len(entry.name) == width and entry.name.startswith(f"{kind}-") and entry.name.endswith(".pickle"):
-            try:
+        if len(entry.name) == width and entry.name.startswith(f"{kind}-") and entry.name.endswith(".json"):
+            with contextlib.suppress(OSError):  # removed by another process since the scan
                 found.append((entry.stat().st_mtime_ns, entry.name))
-            except OSError:  # removed by another process since the scan
-                pass
     return found
 
 
@@ -164,7 +160,5 @@ def _evict(directory: Path, kind: str, keep: int, current: Path) -> None:
 
 def _remove(path: Path) -> None:
     """Delete ``path`` if it is still there (another process may be evicting the same files)."""
-    try:
+    with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)
-    except OSError:
-        pass

@@ -42,6 +42,10 @@ class ValidationError(InputError):
     """A value that would reach a Dockerfile or a shell and does not match its grammar."""
 
 
+class ExtrasConflictError(InputError):
+    """A team's extra requirement that names a package of a profile's lock at another version."""
+
+
 class TemplateError(InputError):
     """A template that is missing, malformed or uses an undefined variable."""
 

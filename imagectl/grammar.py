@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
+from packaging.version import InvalidVersion, Version
+
 from .errors import ValidationError
 from .redact import redact, userinfo_secrets
 
@@ -24,9 +26,6 @@ _DRIVER_RE = re.compile(r"^[0-9]{2,4}(?:\.[0-9]{1,3}){0,2}$")
 # user:password of URL characters (others percent-encoded); decoded, no character a netrc file cannot hold
 _USERINFO_RE = re.compile(r"^[A-Za-z0-9._~%!*+,;=-]+:[A-Za-z0-9._~%!*+,;=-]+$")
 _NETRC_UNSAFE_RE = re.compile(r"[\x00-\x20\x7f\"'`$\\#]")
-# A PEP 440 version that is only a release segment (2.3.1, 12.1): read here; anything else (pre, post, dev,
-# local, epoch) by packaging.version, imported only then (its pattern costs every start of `show` otherwise)
-PLAIN_RELEASE = r"[0-9]+(?:\.[0-9]+)*"
 
 
 def _error(message: str, value: object) -> ValidationError:
@@ -42,13 +41,10 @@ def check_version(value: object, what: str = "version") -> str:
     """Return a PEP 440 version string (as written); raises ValidationError otherwise."""
     if not isinstance(value, str) or not value or value.strip() != value:
         raise _fail(what, value, "a version string")
-    if not re.fullmatch(PLAIN_RELEASE, value):
-        from packaging.version import InvalidVersion, Version
-
-        try:
-            Version(value)
-        except InvalidVersion:
-            raise _fail(what, value, "a PEP 440 version") from None
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise _fail(what, value, "a PEP 440 version") from None
     if not re.fullmatch(r"[0-9A-Za-z.+!_-]+", value):
         raise _fail(what, value, "a plain version")
     return value
@@ -80,30 +76,20 @@ def major_minor(version: object) -> str | None:
         return None
     try:
         release = release_numbers(str(version))
-    except ValueError:
+    except InvalidVersion:
         return ".".join(str(version).split(".")[:2])
     return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
 
 
 def release_numbers(version: str) -> tuple[int, ...]:
-    """The release segment of PEP 440 ``version`` as numbers (``2.3.1rc1`` -> ``(2, 3, 1)``); raises ValueError
-    (packaging's InvalidVersion) for text that is not a version."""
-    if re.fullmatch(PLAIN_RELEASE, version):
-        return tuple(int(part) for part in version.split("."))
-    from packaging.version import Version
-
+    """The release segment of PEP 440 ``version`` as numbers (``2.3.1rc1`` -> ``(2, 3, 1)``); raises
+    InvalidVersion (a ValueError) for text that is not a version."""
     return Version(version).release
 
 
 def versions_equal(a: str, b: str) -> bool:
     """Whether PEP 440 versions ``a`` and ``b`` are equal (``2.3`` == ``2.3.0``; ``2.3.1`` != ``2.3.1+cu121``);
-    raises ValueError for text that is not a version."""
-    if re.fullmatch(PLAIN_RELEASE, a) and re.fullmatch(PLAIN_RELEASE, b):
-        x, y = release_numbers(a), release_numbers(b)
-        width = max(len(x), len(y))
-        return x + (0,) * (width - len(x)) == y + (0,) * (width - len(y))
-    from packaging.version import Version
-
+    raises InvalidVersion (a ValueError) for text that is not a version."""
     return Version(a) == Version(b)
 
 

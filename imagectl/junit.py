@@ -39,12 +39,3 @@ def write_report(path: Path, data: bytes) -> None:
         raise OperationError(f"{path}: cannot write: {exc.filename} is not a directory") from None
     except OSError as exc:
         raise OperationError(f"{path}: cannot write: {exc.strerror or exc}") from None
-
-
-def write_validate_junit(path: Path, report: object) -> None:
-    """JUnit for ``validate``: one case per rule, failing with that rule's violations."""
-    by_rule: dict[str, list[str]] = {name.replace("_", "-"): [] for name in report.rules}  # type: ignore[attr-defined]
-    for violation in report.violations:  # type: ignore[attr-defined]
-        by_rule.setdefault(violation.rule, []).append(str(violation))
-    cases = (("imagectl.validate", rule, "\n".join(found) or None) for rule, found in by_rule.items())
-    write_junit(path, "imagectl.validate", cases)

@@ -12,6 +12,8 @@ from typing import Any
 
 from . import __version__
 from .errors import OperationError
+from .image_spec import ImageSpec
+from .matrix.facts import profile_facts
 from .matrix.model import Profile
 from .reference import Reference
 
@@ -42,6 +44,19 @@ OCI_VENDOR = "org.opencontainers.image.vendor"
 OCI_BASE_NAME = "org.opencontainers.image.base.name"
 OCI_BASE_DIGEST = "org.opencontainers.image.base.digest"
 
+# label -> the profile fact it records (imagectl.matrix.facts.profile_facts; None is recorded as "")
+FACT_LABELS: Mapping[str, str] = {
+    OCI_VERSION: "framework_version",
+    FRAMEWORK: "framework",
+    FRAMEWORK_VERSION: "framework_version",
+    CUDA: "cuda",
+    CUDNN: "cudnn",
+    NCCL: "nccl",
+    PYTHON: "python",
+    FLAVOR: "flavor",
+    OS: "os",
+    MIN_DRIVER: "min_driver",
+}
 # history's version columns -> the label each is read from
 VERSION_LABELS: Mapping[str, str] = {
     "framework": FRAMEWORK,
@@ -64,41 +79,31 @@ def split_packages(text: str | None) -> dict[str, str]:
     return {name: version for name, version in pairs}
 
 
-def labels_for(profile: Profile, base: Reference, public_base: Reference | None = None,
-               lock: tuple[str, Mapping[str, str]] | None = None, extras: Mapping[str, str] | None = None,
-               title: str | None = None) -> dict[str, str]:
-    """OCI and imagectl labels recording the profile and every resolved version (sorted by key, pure).
+def labels_for(spec: ImageSpec, base: Reference) -> dict[str, str]:
+    """OCI and imagectl labels recording the image of ``spec`` built on ``base`` (as pulled, with its digest when
+    known) and every resolved version, sorted by key (pure).
 
-    ``lock`` is the ``(sha256, {name: version})`` of the lock the image installs; ``extras`` the packages a
-    team's extras added on top of it, and ``title`` then the name of what the image really is (the repository
-    name, ``PROFILE-SUFFIX``): the profile label says ``PROFILE+extras``."""
-    v = profile.variant
-    labels = {
-        OCI_TITLE: title or profile.name,
-        OCI_DESCRIPTION: f"{profile.framework.label} {profile.release.version} with CUDA {v.cuda}, "
+    An image installed from a lock records its sha256 and every package; a team's extras record the packages they
+    added on top of it, and the title then names what the image really is (the repository name,
+    ``PROFILE-SUFFIX``): the profile label says ``PROFILE+extras``."""
+    profile, facts, added = spec.profile, profile_facts(spec.profile), spec.added
+    labels = {label: facts[key] or "" for label, key in FACT_LABELS.items()}
+    labels.update({
+        OCI_TITLE: spec.title or profile.name,
+        OCI_DESCRIPTION: f"{profile.framework.label} {profile.release.version} with CUDA {profile.variant.cuda}, "
                          f"Python {profile.python}",
-        OCI_VERSION: profile.release.version,
         OCI_VENDOR: "imagectl",
-        OCI_BASE_NAME: str(public_base or profile.base_image),
-        PROFILE: f"{profile.name}+extras" if extras else profile.name,
-        FRAMEWORK: profile.framework.name,
-        FRAMEWORK_VERSION: profile.release.version,
-        CUDA: v.cuda,
-        CUDNN: v.cudnn or "",
-        NCCL: v.nccl or "",
-        PYTHON: profile.python,
-        FLAVOR: profile.flavor,
-        OS: profile.os.name,
-        MIN_DRIVER: profile.toolkit.min_driver,
+        OCI_BASE_NAME: str(spec.public_base),
+        PROFILE: f"{profile.name}+extras" if added else profile.name,
         PACKAGES: ",".join(f"{name}=={version}" for name, version in profile.packages),
         IMAGECTL_VERSION: __version__,
-    }
+    })
     if base.digest:
         labels[OCI_BASE_DIGEST] = base.digest
-    if lock is not None:
-        labels[LOCK_SHA256], labels[LOCK_PACKAGES] = lock[0], join_packages(lock[1])
-    if extras:
-        labels[EXTRAS] = join_packages(extras)
+    if spec.locked is not None:
+        labels[LOCK_SHA256], labels[LOCK_PACKAGES] = spec.locked.sha256, join_packages(spec.locked.versions)
+    if added:
+        labels[EXTRAS] = join_packages(added)
     return dict(sorted(labels.items()))
 
 
@@ -126,7 +131,7 @@ def expectations(labels: Mapping[str, str]) -> dict[str, Any]:
 def expectations_from_profile(profile: Profile) -> dict[str, Any]:
     """What an image of ``profile`` must contain: the same dict :func:`expectations` gives for the labels of a
     build of ``profile`` (pure)."""
-    return expectations(labels_for(profile, profile.base_image))
+    return expectations(labels_for(ImageSpec(profile), profile.base_image))
 
 
 def label_versions(labels: Mapping[str, str]) -> dict[str, str]:

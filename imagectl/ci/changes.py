@@ -24,6 +24,7 @@ from typing import Any
 
 from ..config import Config
 from ..errors import ImagectlError, InputError
+from ..image_spec import ImageSpec
 from ..matrix.load import load_matrix, matrix_files
 from ..matrix.model import Matrix, Profile
 from ..matrix.names import list_profiles
@@ -37,7 +38,8 @@ def fingerprint(profile: Profile, config: Config) -> tuple[Any, ...]:
     fw, release = profile.framework, profile.release
     framework = (fw.name, fw.label, fw.package, fw.companions, fw.cuda_tag, fw.index_url, fw.pypi_index_url, fw.check)
     return (framework, release.version, release.python, release.companions, profile.variant, profile.toolkit,
-            profile.os, profile.flavor, profile.python, str(profile.base_image), render_context(profile, config))
+            profile.os, profile.flavor, profile.python, str(profile.base_image),
+            render_context(ImageSpec(profile), config))
 
 
 def changed_profiles(new: Sequence[Profile], old: Sequence[Profile] | None, templates_changed: bool,
@@ -145,7 +147,7 @@ def old_matrix(root: Path, commit: str, dirs: Sequence[Path]) -> Matrix | None:
     """
     with tempfile.TemporaryDirectory(prefix="imagectl-changed-") as tmp:
         exported = [Path(tmp) / str(i) for i in range(len(dirs))]
-        for directory, dest in zip(dirs, exported):
+        for directory, dest in zip(dirs, exported, strict=True):
             export_matrix_dir(root, commit, directory, dest)
         try:
             return load_matrix(exported)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from packaging.version import Version
 
-from ..matrix.listing import list_row
+from ..matrix.facts import list_row
 from ..errors import InputError
 from ..matrix.model import Profile
 

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+import json
+from importlib import import_module
+from typing import Any, Callable
 
 import click
+from click.shell_completion import CompletionItem
 
 from .. import __version__
-
-if TYPE_CHECKING:
-    from .workspace import Workspace
+from ..config import load_config
+from ..errors import ImagectlError, InputError
+from ..matrix.names import list_profiles
+from .workspace import Workspace
 
 
 class _Root(click.Group):
-    """Loads command modules on first use, so ``imagectl show`` never imports the Docker SDK."""
+    """Loads command modules on first use: the module boundary behind which the heavy libraries wait, so ``show``
+    never imports Jinja (``render``, ``validate``), the Docker SDK or requests (``build``, the tag commands)."""
 
     _modules = {
-        "list": "profiles", "show": "profiles", "validate": "profiles", "compat": "profiles",
-        "check": "profiles", "render": "profiles", "build": "building", "test": "building",
+        "list": "profiles", "show": "profiles", "validate": "validate_cmd", "compat": "profiles",
+        "check": "profiles", "render": "render_cmd", "build": "building", "test": "building",
         "matrix": "matrix_cmd", "lock": "lock_cmd",
         "history": "tags_cmd", "rollback": "tags_cmd", "promote": "tags_cmd", "prune": "tags_cmd", "import": "tags_cmd",
     }
@@ -29,8 +34,6 @@ class _Root(click.Group):
         module = self._modules.get(name)
         if module is None:
             return None
-        from importlib import import_module
-
         return getattr(import_module(f"imagectl.cli.{module}"), f"cmd_{name}")
 
 
@@ -44,45 +47,30 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
     ctx.obj = {"config_path": config_path}
 
 
-def workspace(ctx: click.Context) -> "Workspace":
+def workspace(ctx: click.Context) -> Workspace:
     """The command's Workspace (configuration loaded on first use); raises ConfigError."""
     root = ctx.find_root()
     if "workspace" not in root.obj:
-        from ..config import load_config
-        from .workspace import Workspace
-
         root.obj["workspace"] = Workspace(load_config(root.obj["config_path"]))
     return root.obj["workspace"]
 
 
 def echo_json(data: Any) -> None:
     """Print ``data`` as indented, key-sorted JSON."""
-    import json  # here: a command without --json never pays for it
-
     click.echo(json.dumps(data, indent=2, sort_keys=True))
 
 
-def check_framework(ws: "Workspace", framework: str | None) -> str | None:
+def check_framework(ws: Workspace, framework: str | None) -> str | None:
     """``--framework`` if the matrix has it (None when not given); raises InputError otherwise (also for "")."""
-    from ..errors import InputError
-
     if framework is not None and framework not in ws.matrix.frameworks:
         raise InputError(f"--framework {framework!r}: not in the matrix ({', '.join(sorted(ws.matrix.frameworks))})")
     return framework
 
 
-def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """Shell completion of profile names (``imagectl list``'s, with ``--config`` and ``[paths] matrices``
     honoured); nothing when the configuration or the matrix cannot be read (completion never prints errors)."""
-    from click.shell_completion import CompletionItem
-
-    from ..errors import ImagectlError
-
     try:
-        from ..config import load_config
-        from ..matrix.names import list_profiles
-        from .workspace import Workspace
-
         root = ctx.find_root()
         config_path = (root.params or {}).get("config_path")
         names = [p.name for p in list_profiles(Workspace(load_config(config_path)).matrix)]

@@ -2,31 +2,45 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
 import threading
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import click
 
+from ..engine.docker import DockerEngine, LazyEngine
 from ..errors import InputError
+from ..grammar import check_python, check_requirement, check_token
+from ..images.builder import BuildResult, build_many, plan_many
+from ..images.plan import BuildOptions, BuildRequest
+from ..images.tester import check_image
+from ..junit import write_junit, write_report
+from ..matrix.listing import profile_notes
+from ..matrix.names import list_profiles
+from .live_display import LiveDisplay, plain_sink
 from ..redact import redact
-from .app import echo_json, python_option, workspace, profile_argument
+from ..reference import parse_reference
+from ..requirements import read_requirements
+from .app import echo_json, profile_argument, python_option, workspace
+from .build_views import build_document, plan_document, plan_table, summary_table
+from .finding_views import format_findings
 
 
 PROGRESS_MODES = ("auto", "plain", "quiet")
 
 
-def _line_sink(quiet: bool, prefix: str, secrets: Sequence[str] = ()) -> Callable[[str], None]:
-    """A thread-safe printer of output lines on stderr (nothing when ``quiet``), each redacted first: URL userinfo
-    and ``secrets`` (the configured build-arg values and index passwords).  Used by ``test``."""
+def _line_sink(secrets: Sequence[str] = ()) -> Callable[[str], None]:
+    """A thread-safe printer of output lines on stderr, each redacted first: URL userinfo and ``secrets`` (the
+    configured build-arg values and index passwords).  Used by ``test``."""
     lock = threading.Lock()
 
     def sink(line: str) -> None:
-        if quiet:
-            return
         line = redact(line, secrets)
         with lock:
-            click.echo(f"{prefix}{line}", err=True)
+            click.echo(line, err=True)
 
     return sink
 
@@ -37,10 +51,6 @@ class _Progress:
     terminal), or nothing (``quiet``).  Every line is redacted first."""
 
     def __init__(self, mode: str, names: Sequence[str], secrets: Sequence[str]) -> None:
-        import shutil
-
-        from .live_display import LiveDisplay, plain_sink
-
         self.secrets = secrets
         self.mode = "live" if mode == "auto" and sys.stderr.isatty() else "plain" if mode == "auto" else mode
         self._live = (LiveDisplay(sys.stderr, shutil.get_terminal_size((100, 20)).columns - 1)
@@ -73,11 +83,6 @@ def _emit(document: dict[str, Any], as_json: bool, metadata_file: str | None, te
     else:
         click.echo(text())
     if metadata_file:
-        import json
-        from pathlib import Path
-
-        from ..junit import write_report
-
         write_report(Path(metadata_file), (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
 
 
@@ -96,7 +101,8 @@ def _emit(document: dict[str, Any], as_json: bool, metadata_file: str | None, te
               help="Layer the extras on this image (managed or your own) instead of building the profile from scratch.")
 @click.option("--suffix", metavar="NAME",
               help="Repository suffix for an image with extras (default: x + a hash of them).")
-@click.option("--gpu", "gpu_check", is_flag=True, help="Also run the GPU part of the in-image check.")
+@click.option("--gpu-check", "--gpu", "gpu_check", is_flag=True,
+              help="Also run the GPU part of the in-image check (--gpu: the former name).")
 @click.option("--progress", "progress", type=click.Choice(PROGRESS_MODES), default="auto", show_default=True,
               help="plain: timestamped lines; auto: a live display on a terminal, else plain; quiet: none.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output (--progress=quiet).")
@@ -105,19 +111,12 @@ def _emit(document: dict[str, Any], as_json: bool, metadata_file: str | None, te
               help="Also write the JSON document to FILE.")
 @click.option("--plan", is_flag=True, help="Say what would happen (reuse, build, refused) without building.")
 @click.pass_context
-def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs: int, push: bool, python: str | None,
-              no_cache: bool, force: bool, extras: tuple[str, ...], requirements_file: str | None, base: str | None,
-              suffix: str | None, gpu_check: bool, progress: str, quiet: bool, as_json: bool,
-              metadata_file: str | None, plan: bool) -> int:
+def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs: int,  # noqa: PLR0913 (click
+              push: bool, python: str | None, no_cache: bool, force: bool,  # passes one parameter per option)
+              extras: tuple[str, ...], requirements_file: str | None, base: str | None, suffix: str | None,
+              gpu_check: bool, progress: str, quiet: bool, as_json: bool, metadata_file: str | None,
+              plan: bool) -> int:
     """Build the profiles NAMES (e.g. torch-2.3-cu121), check them, tag them and push them."""
-    from ..engine.docker import LazyEngine
-    from ..grammar import check_python, check_requirement, check_token
-    from ..images.builder import BuildOptions, build_many, plan_many, refuse_conflicting_extras
-    from ..matrix.names import list_profiles
-    from ..reference import parse_reference
-    from ..requirements import read_requirements
-    from .build_views import build_document, plan_document, plan_table, summary_table
-
     ws = workspace(ctx)
     if not names and not build_all:
         raise InputError("build: name at least one profile (see 'imagectl list') or pass --all")
@@ -130,54 +129,52 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
     if suffix:
         check_token(suffix, "--suffix")
     profiles = list_profiles(ws.matrix) if build_all else [ws.profile(n, python) for n in names]
-    from ..matrix.listing import profile_notes  # an unverified build, companions not released: said before it starts
-
     for note in (f"note: {p.name}: {n}" for p in profiles for n in profile_notes(p)):
-        click.echo(note, err=True)
-    engine = LazyEngine()
-    options = BuildOptions(force=force, no_cache=no_cache, extras=extras, gpu_check=gpu_check, base=base, suffix=suffix)
-    secrets = ws.config.secret_values
+        click.echo(note, err=True)  # an unverified build, companions not released: said before it starts
+    options = BuildOptions(extras=extras, base=base, suffix=suffix, force=force, no_cache=no_cache,
+                           gpu_check=gpu_check)
+    requests = [BuildRequest(profile, options) for profile in profiles]
+    engine, secrets = LazyEngine(), ws.config.secret_values
     if plan:
-        entries = plan_many(profiles, ws.config, engine, options)
+        entries = plan_many(requests, ws.config, engine)
         _emit(plan_document(entries, secrets), as_json, metadata_file, lambda: plan_table(entries))
         return 1 if any(e.action == "refused" for e in entries) else 0
-    refuse_conflicting_extras(profiles, ws.config, options)
     shown = _Progress("quiet" if quiet else progress, [p.name for p in profiles], secrets)
     try:
-        results = build_many(profiles, ws.config, engine, options, jobs, shown.sink)
+        results = build_many(requests, ws.config, engine, jobs, shown.sink)
     finally:
         shown.close()
     _emit(build_document(results, secrets), as_json, metadata_file, lambda: summary_table(results))
+    _report_failures(results, secrets, streamed=shown.streamed)
+    return max((r.exit_code or 1 for r in results if r.status == "failed"), default=0)
+
+
+def _report_failures(results: Sequence[BuildResult], secrets: Sequence[str], *, streamed: bool) -> None:
+    """Each result's notes, and each failure's error line (with its log tail once, where the log did not stream),
+    on stderr, redacted."""
     for r in results:
         for note in r.notes:
             click.echo(redact(f"note: {r.profile}: {note}", secrets), err=True)
         if r.status == "failed":
-            if not shown.streamed:  # the log was not on the screen: its tail, once
+            if not streamed:  # the log was not on the screen: its tail, once
                 for line in r.log_tail[-20:]:
                     click.echo(redact(f"| {line}", secrets), err=True)
             click.echo(redact(f"imagectl: {r.profile}: {r.error}", secrets), err=True)
-    return max((r.exit_code or 1 for r in results if r.status == "failed"), default=0)
 
 
 @click.command("test")
 @profile_argument("target")
-@click.option("--gpu", is_flag=True, help="Also run a CUDA operation and a one-process NCCL all-reduce.")
+@click.option("--gpu-check", "--gpu", "gpu", is_flag=True,
+              help="Also run a CUDA operation and a one-process NCCL all-reduce (--gpu: the former name).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.option("--junit", metavar="FILE", type=click.Path(dir_okay=False), help="Also write JUnit XML.")
 @click.pass_context
 def cmd_test(ctx: click.Context, target: str, gpu: bool, as_json: bool, junit: str | None) -> int:
     """Run the in-image check of a profile's current image or of IMAGE."""
-    from ..engine.docker import DockerEngine
-    from ..images.tester import check_image
-
     ws = workspace(ctx)
-    on_line = _line_sink(False, "", ws.config.secret_values) if not as_json else (lambda line: None)
+    on_line = _line_sink(ws.config.secret_values) if not as_json else (lambda line: None)
     image, findings = check_image(target, ws.matrix, ws.config, DockerEngine(), gpu, on_line)
     if junit:
-        from pathlib import Path
-
-        from ..junit import write_junit
-
         cases = (
             (image, f.what, None if f.ok or f.severity != "error" else f"expected {f.expected}, found {f.actual}")
             for f in findings
@@ -187,8 +184,6 @@ def cmd_test(ctx: click.Context, target: str, gpu: bool, as_json: bool, junit: s
     if as_json:
         echo_json({"image": image, "ok": not bad, "findings": [f.as_dict() for f in findings]})
     else:
-        from .finding_views import format_findings
-
         click.echo(format_findings(findings))
         click.echo(f"{image}: {'ok' if not bad else f'{len(bad)} mismatches'}", file=sys.stderr)
     return 1 if bad else 0

@@ -1,16 +1,30 @@
-"""What ``list`` and ``show`` print about profiles (plain data; the commands print it as JSON or text)."""
+"""What ``list`` and ``show`` print about profiles: plain data (the commands print it as JSON or text), derived
+from the one projection of a profile, :func:`~imagectl.matrix.facts.profile_facts`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # imported where used: `show` with a cached description only formats it
-    from ..config import Config
-    from ..matrix.model import Matrix, Profile
+from ..config import Config
+from ..lock.runtime import lock_reader
+from ..lock.store import FoundLock, find_lock
+from ..matrix.facts import profile_facts
+from ..matrix.listing import profile_notes
+from ..matrix.model import CudaToolkit, Matrix, Profile
+from ..matrix.runtime import runtime_toolkit
+from ..image_spec import ImageSpec
+from ..pip_index import index_url
+from ..render.context import base_reference
+from ..tags.naming import moving_reference
 
 LIST_COLUMNS = ("name", "framework_version", "cuda", "cudnn", "nccl", "python", "min_driver", "verified", "lock")
 # list's lock column: where the lock a build installs comes from; "build" = locked at build time (unlocked here)
 UNLOCKED = "build"
+# show's keys, in the order ``show`` prints them (see README for what each means)
+SHOW_KEYS = ("name", "framework", "framework_version", "cuda", "cuda_release", "cudnn", "nccl", "python",
+             "python_supported", "flavor", "os", "base_image", "base_image_pull", "min_driver", "min_driver_compat",
+             "gpu_archs", "pypi_default_build", "verified", "unverified", "companions", "notes", "index_url",
+             "packages", "lock", "image")
 
 
 def list_table_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -20,64 +34,50 @@ def list_table_row(row: dict[str, Any]) -> dict[str, Any]:
 
 def lock_origin(profile: Profile, config: Config) -> str:
     """``shipped`` or ``team`` (a lock file applies), else ``build`` (the build locks against its index)."""
-    from ..lock.store import find_lock
-    from ..pip_index import index_url
-
     found = find_lock(profile, config, index_url(profile, config))
     return found.origin if found else UNLOCKED
 
 
-def effective_toolkit(profile: Profile, config: Config, matrix: Matrix | None):
+def effective_toolkit(profile: Profile, config: Config, matrix: Matrix) -> tuple[CudaToolkit, list[str]]:
     """``(toolkit, notes)``: the CUDA whose driver floors and GPU targets apply to ``profile``, the one its lock
-    installs (JAX's plugins take the newest CUDA wheels of the major), as ``compat`` judges it; the nominal one
-    without ``matrix``."""
-    from ..lock.runtime import lock_reader
-    from ..matrix.runtime import runtime_toolkit
-
-    if matrix is None:
-        return profile.toolkit, []
+    installs (JAX's plugins take the newest CUDA wheels of the major), as ``compat`` judges it."""
     return runtime_toolkit(profile, lock_reader(config, matrix)(profile))
 
 
-def describe_profile(profile: Profile, config: Config, matrix: Matrix | None = None) -> dict[str, Any]:
-    """Everything ``show --json`` prints for a profile (see README for the keys); with the ``matrix`` the driver
-    floors and GPU targets follow the CUDA its lock installs."""
-    from ..lock.store import lock_summary
-    from ..matrix.listing import profile_notes
-    from ..pip_index import index_url
-    from ..render.context import base_reference
-    from ..tags.naming import moving_reference
-
-    toolkit, runtime_notes = effective_toolkit(profile, config, matrix)
+def lock_summary(found: FoundLock | None) -> dict[str, object] | None:
+    """What ``show --json`` says of the lock a build installs, or None when the build locks at build time (no
+    lock file applies)."""
+    if found is None:
+        return None
+    header = found.lock.header
     return {
-        "name": profile.name,
-        "framework": profile.framework.name,
-        "framework_version": profile.release.version,
-        "cuda": profile.variant.cuda,
-        "cuda_release": profile.toolkit.release,
-        "cudnn": profile.variant.cudnn,
-        "nccl": profile.variant.nccl,
-        "python": profile.python,
-        "python_supported": list(profile.release.python),
-        "flavor": profile.flavor,
-        "os": profile.os.name,
-        "base_image": str(profile.base_image),
-        "base_image_pull": str(base_reference(profile, config)),
+        "id": header.lock_id, "origin": found.origin, "path": str(found.path), "sha256": found.lock.sha256,
+        "as_of": header.as_of, "index": header.index, "platform": header.platform,
+        "source": f"{header.source} ({header.as_of_note})" if header.as_of_note else header.source,
+        "packages": found.lock.versions,
+    }
+
+
+def describe_profile(profile: Profile, config: Config, matrix: Matrix) -> dict[str, Any]:
+    """Everything ``show --json`` prints for a profile (see README for the keys), in :data:`SHOW_KEYS` order: its
+    facts, where a build pulls its base and installs from, and the lock it installs; the driver floors and GPU
+    targets follow the CUDA that lock installs.  Raises InputError for a lock file that cannot be read."""
+    toolkit, runtime_notes = effective_toolkit(profile, config, matrix)
+    index = index_url(profile, config)
+    described = {
+        **profile_facts(profile),
+        "base_image_pull": str(base_reference(ImageSpec(profile), config)),
         "min_driver": toolkit.min_driver,
         "min_driver_compat": toolkit.min_driver_compat,
         "gpu_archs": list(profile.variant.archs or toolkit.archs),
-        "pypi_default_build": profile.variant.pypi,
-        "verified": profile.verified,
-        "unverified": profile.variant.unverified,  # why the build's facts could not all be sourced, or None
-        "companions": dict(profile.release.companions),
         # unverified build, companions not released (as build prints them), a lock's CUDA other than the label's
         "notes": profile_notes(profile) + runtime_notes,
-        "index_url": index_url(profile, config),
-        "packages": dict(profile.packages),
+        "index_url": index,
         # the lock a build installs; None: no lock file applies, the build locks at build time
-        "lock": lock_summary(profile, config, index_url(profile, config)),
+        "lock": lock_summary(find_lock(profile, config, index)),
         "image": moving_reference(profile.name, config).familiar,
     }
+    return {key: described[key] for key in SHOW_KEYS}
 
 
 def show_text(info: dict[str, Any]) -> str:

@@ -17,6 +17,17 @@ TAIL_LINES = 40
 
 
 @dataclass(frozen=True)
+class EngineBuild:
+    """What an engine builds a context with: the image's labels, the network of its RUN steps, the build args and
+    whether the layer cache may serve it."""
+
+    labels: Mapping[str, str]
+    network: str | None = None
+    build_args: Mapping[str, str] = field(default_factory=dict)
+    no_cache: bool = False
+
+
+@dataclass(frozen=True)
 class ImageInfo:
     """What the engine knows of one local image."""
 
@@ -34,8 +45,7 @@ class Engine(Protocol):
 
     def list_tags(self, repository: str) -> list[str]: ...
     def inspect(self, ref: str) -> ImageInfo | None: ...
-    def build(self, context: Path, labels: Mapping[str, str], network: str | None, build_args: Mapping[str, str],
-              no_cache: bool, on_line: LineSink) -> str: ...
+    def build(self, context: Path, spec: EngineBuild, on_line: LineSink) -> str: ...
     def tag(self, image: str, repository: str, tag: str) -> None: ...
     def untag(self, ref: str) -> None: ...
     def push(self, repository: str, tag: str, on_line: LineSink) -> str: ...

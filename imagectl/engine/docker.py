@@ -21,7 +21,7 @@ from urllib.parse import quote
 from ..progress.push import PushProgress
 from ..redact import redact
 from ..errors import BuildError, EngineError, NotFoundError
-from . import TAIL_LINES, Engine, ImageInfo, LineSink
+from . import TAIL_LINES, Engine, EngineBuild, ImageInfo, LineSink
 
 
 def _info(attrs: Mapping[str, Any]) -> ImageInfo:
@@ -89,17 +89,17 @@ class DockerEngine(Engine):
                 return None
             raise EngineError(f"engine: inspect {ref}: {_short(exc)}") from None
 
-    def build(self, context: Path, labels: Mapping[str, str], network: str | None, build_args: Mapping[str, str],
-              no_cache: bool, on_line: LineSink) -> str:
-        """Build ``context``; streams each output line to ``on_line``; returns the image id.
+    def build(self, context: Path, spec: EngineBuild, on_line: LineSink) -> str:
+        """Build ``context`` as ``spec`` says; streams each output line to ``on_line``; returns the image id.
 
         Raises BuildError carrying the last lines of the log.
         """
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         image_id = None
         try:
-            stream = self.api.build(path=str(context), labels=dict(labels), network_mode=network or None,
-                                    buildargs=dict(build_args), nocache=no_cache, rm=True, forcerm=True, decode=True)
+            stream = self.api.build(path=str(context), labels=dict(spec.labels), network_mode=spec.network or None,
+                                    buildargs=dict(spec.build_args), nocache=spec.no_cache, rm=True, forcerm=True,
+                                    decode=True)
             for chunk in stream:
                 image_id = self._consume(chunk, tail, on_line) or image_id
         except self._errors.APIError as exc:
@@ -223,10 +223,9 @@ class LazyEngine(Engine):
         """See :meth:`Engine.inspect`."""
         return self.connected().inspect(ref)
 
-    def build(self, context: Path, labels: Mapping[str, str], network: str | None, build_args: Mapping[str, str],
-              no_cache: bool, on_line: LineSink) -> str:
+    def build(self, context: Path, spec: EngineBuild, on_line: LineSink) -> str:
         """See :meth:`Engine.build`."""
-        return self.connected().build(context, labels, network, build_args, no_cache, on_line)
+        return self.connected().build(context, spec, on_line)
 
     def tag(self, image: str, repository: str, tag: str) -> None:
         """See :meth:`Engine.tag`."""

@@ -1,9 +1,12 @@
-"""``imagectl build``: render, reuse or build, check, tag, push, move the moving tag.
+"""``imagectl build``: plan, reuse or build, check, tag, push, move the moving tag.
 
-The order is what makes a failure leave nothing behind: the image is built and checked before any tag is
-made; the immutable tag is pushed before the moving tag moves; the moving tag moves in the registry (one
-manifest PUT) before the local one.  A failure at any step raises BuildError and leaves every moving tag
-where it was; nothing is deleted.
+Every build is planned first (:mod:`.plan`: base digest, lock, extras, context, build key), all of them before any
+is built, so an extra that conflicts with a profile's lock refuses the whole command before anything is built.
+
+The order after planning is what makes a failure leave nothing behind: the image is built and checked before any
+tag is made; the immutable tag is pushed before the moving tag moves; the moving tag moves in the registry (one
+manifest PUT) before the local one.  A failure at any step raises BuildError and leaves every moving tag where it
+was; nothing is deleted.
 
 Reuse: the build key (see :mod:`.build_key`) is stored as a label and written into the immutable tag, so an
 unchanged profile is found with one tag listing (:meth:`TagStore.tag_with_key`, local or registry).  A reused image
@@ -18,85 +21,45 @@ Build contexts live in directories of :mod:`.context_dirs`, swept of those kille
 
 from __future__ import annotations
 
+import contextlib
 import time
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Literal
 
-from ..cache import cached
 from ..config import Config
-from ..engine import Engine, LineSink
-from ..errors import BuildError, ImagectlError, InputError, OperationError
+from ..engine import Engine, EngineBuild, LineSink
+from ..errors import BuildError, ExtrasConflictError, ImagectlError, InputError, OperationError
 from ..imagecheck.run import run_check
 from ..labels import BUILD_KEY
-from ..lock.extras import lock_extras
-from ..lock.make import ChosenLock, lock_for_build
-from ..lock.target import target_for
-from ..matrix.model import Profile
 from ..progress.heartbeat import Heartbeat
 from ..progress.piplog import PipDownload, PipLog
-from ..reference import Reference, parse_reference
-from ..render.context import NETRC_FILE, base_reference, pip_netrc
-from ..shipped import template_files
+from ..reference import Reference
+from ..render.dockerfile import write_context
 from ..tags.managed import open_tag_store
 from ..tags.moves import MoveResult, guarded_move
 from ..tags.naming import MOVING_TAG, immutable_tag, repository, short_digest
 from ..tags.store import TagStore
 from .base_digest import resolve_base_digest
-from .build_key import build_key
 from .context_dirs import build_context, sweep_contexts
-from .context_files import context_files_on_disk, file_digests, place_files
+from .context_files import place_files
 from .immutable import existing_immutable, image_of
+from .trace import Trace
+from .plan import BuildRequest, DigestOf, Plan, plan_build
 
-
-@dataclass(frozen=True)
-class BuildOptions:
-    """What the user asked for."""
-
-    force: bool = False
-    no_cache: bool = False
-    extras: tuple[str, ...] = ()
-    gpu_check: bool = False
-    base: str | None = None  # build --base: layer the extras on this image instead of the profile's base
-    suffix: str | None = None  # repository suffix for images with extras (default: x + hash of the extras)
-
-
-def repository_name(profile: Profile, options: BuildOptions) -> str:
-    """The repository name of a build: the profile's, or ``PROFILE-SUFFIX`` when extras are layered in
-    (so a team's variant never moves the profile's own moving tag)."""
-    if not options.extras:
-        return profile.name
-    import hashlib
-
-    digest = hashlib.sha256("\n".join(sorted(options.extras) + [options.base or ""]).encode()).hexdigest()
-    return f"{profile.name}-{options.suffix or 'x' + digest[:8]}"
-
-
-def refuse_conflicting_extras(profiles: Sequence[Profile], config: Config, options: BuildOptions) -> None:
-    """Raise InputError (before any build) when an extra names a package of a profile's lock at another version
-    (``--extra torch==2.4.0`` on a 2.3 profile), naming both requirements.  Finding each lock may resolve it
-    (see :func:`~imagectl.lock.make.lock_for_build`); a conflict deeper in the tree is found when the extras
-    are resolved, in the build."""
-    if not options.extras:
-        return
-    from ..lock.extras import conflicts
-    from ..lock.make import lock_for_build
-
-    for profile in profiles:
-        problems = conflicts(options.extras, lock_for_build(profile, config).lock)
-        if problems:
-            raise InputError(f"{profile.name}: {problems[0]}")
+BuildStatus = Literal["built", "reused", "failed"]
+PlanAction = Literal["reuse", "build", "refused"]
 
 
 @dataclass
 class BuildResult:
-    """One line of the summary table; ``phases`` holds the seconds each timed phase took (resolve, render,
-    lookup, build, check, tag, push: those that ran); ``downloads`` the wheels pip downloaded in the build
-    (none for a reused image or a fully cached build)."""
+    """One line of the summary table; ``phases`` holds the seconds each timed phase took (resolve, lock, render,
+    lookup, build, check, tag, push: those that ran); ``downloads`` the wheels pip downloaded in the build (none for
+    a reused image or a fully cached build)."""
 
     profile: str
-    status: str  # built, reused, failed
+    status: BuildStatus
     tag: str = ""
     digest: str = ""
     size: int = 0
@@ -120,124 +83,65 @@ class PlanEntry:
     (``reason``)."""
 
     profile: str
-    action: str  # reuse, build, refused
+    action: PlanAction
     repository: str = ""
     tag: str = ""
     key: str = ""
     reason: str = ""
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    """The first steps of a build: the rendered context, the added files, the build key, the repository and its
-    tag store."""
-
-    files: dict[str, bytes]
-    added: dict[str, Path]
-    key: str
-    repo: Reference
-    store: TagStore
-    lock: ChosenLock
+def base_resolver(config: Config, engine: Engine) -> DigestOf:
+    """How ``build`` and ``build --plan`` pin a base: one HEAD at its registry, else the engine's copy."""
+    return lambda base: resolve_base_digest(base, config, engine)
 
 
-@contextmanager
-def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
-    """Add the seconds the block takes to ``phases[name]`` (also when it raises)."""
-    started = time.monotonic()
-    try:
-        yield
-    finally:
-        phases[name] = round(phases.get(name, 0.0) + time.monotonic() - started, 3)
+def plan_entry(plan: Plan, store: TagStore) -> PlanEntry:
+    """What :func:`build_one` would do with ``plan``: reuse the image with its build key (one tag listing), unless
+    ``--force``, else build it."""
+    name = plan.repository.path.rsplit("/", 1)[-1]
+    tag = None if plan.request.options.force else store.tag_with_key(plan.key)
+    if tag is not None:
+        return PlanEntry(name, "reuse", plan.repository.familiar, tag=tag, key=plan.key)
+    return PlanEntry(name, "build", plan.repository.familiar, key=plan.key)
 
 
-def _prepare(profile: Profile, config: Config, engine: Engine, options: BuildOptions, log: LineSink,
-             phases: dict[str, float]) -> _Prepared:
-    """Resolve the base digest (one HEAD), render the context, compute the build key and open the tag store;
-    raises ImagectlError (e.g. OperationError for an unreachable mirror, InputError for a bad template)."""
-    user_base = parse_reference(options.base) if options.base else None
-    base = base_reference(profile, config, base=user_base)
-    log(f"base image {base}")
-    with _timed(phases, "resolve"):
-        base_digest = resolve_base_digest(base, config, engine)
-    with _timed(phases, "lock"):
-        chosen = lock_for_build(profile, config, log)
-        closure = lock_extras(options.extras, chosen.lock, target_for(profile, config)) if options.extras else ()
-        if options.extras:
-            added = sorted(f"{p.name}=={p.version}" for p in closure if p.name not in chosen.lock.versions)
-            log(f"extras locked on top of the lock: {', '.join(added) or 'nothing new'}")
-    name = repository_name(profile, options)
-
-    def render() -> dict[str, bytes]:  # imports Jinja only when the context is not cached
-        from ..render.dockerfile import context_files
-
-        rendered = context_files(profile, config, base_digest=base_digest, extras=options.extras,
-                                 base_image=user_base, lock=chosen.lock, extras_lock=closure,
-                                 title=name if options.extras else None)
-        return {n: content for n, content in rendered.items() if n != NETRC_FILE}  # the password is not cached
-
-    with _timed(phases, "render"):
-        inputs = [*template_files(config), *([config.ca_bundle] if config.ca_bundle else [])]  # the CA's content too
-        files = cached("context", inputs, render,
-                       extra=repr((profile, config, base_digest, options.extras, user_base, chosen.lock.sha256,
-                                   closure, name)))
-        netrc = pip_netrc(profile, config)  # index credentials: into the context, never into the result cache
-        files = {**files, NETRC_FILE: netrc.encode()} if netrc else files
-        added = context_files_on_disk(config.context_dirs)
-        key = build_key(files, base_digest, config.build_args, file_digests(added))
-    repo = repository(name, config)
-    return _Prepared(files, added, key, repo, open_tag_store(repo, config, engine), chosen)
+def plan_many(requests: Sequence[BuildRequest], config: Config, engine: Engine) -> list[PlanEntry]:
+    """What ``build`` would do for each request, in order, without building, pushing or moving a tag: each plan
+    resolves its base digest (one HEAD) and reads its tag store (one listing).  An ImagectlError on the way is a
+    ``refused`` entry, so this raises nothing of imagectl's own."""
+    entries = []
+    for request in requests:
+        try:
+            plan = plan_build(request, config, base_resolver(config, engine), Trace())
+            entries.append(plan_entry(plan, open_tag_store(plan.repository, config, engine)))
+        except ImagectlError as exc:
+            entries.append(PlanEntry(request.profile.name, "refused", reason=str(exc)))
+    return entries
 
 
-def build_one(profile: Profile, config: Config, engine: Engine, options: BuildOptions, log: LineSink,
-              phases: dict[str, float] | None = None) -> BuildResult:
-    """Build (or reuse) one profile end to end, timing each phase into ``phases`` (a fresh dict unless given:
-    pass one to keep the times of a build that fails); raises BuildError naming the failing step, or another
-    ImagectlError from the first steps (base digest, rendering, the tag store)."""
-    started = time.monotonic()
-    phases = {} if phases is None else phases
-    sweep_contexts()
-    prep = _prepare(profile, config, engine, options, log, phases)
+def build_one(plan: Plan, config: Config, engine: Engine, trace: Trace) -> BuildResult:
+    """Build (or reuse) one planned image, logging and timing each phase into ``trace``; raises BuildError naming
+    the failing step, or another ImagectlError of the tag store."""
+    store = open_tag_store(plan.repository, config, engine)
     result = None
-    if not options.force:
-        with _timed(phases, "lookup"):
-            result = _reuse(prep.key, prep.repo, prep.store, log, local=not config.registry_url)
+    if not plan.request.options.force:
+        with trace.timed("lookup"):
+            result = _reuse(plan, store, trace.log, local=not config.registry_url)
     if result is None:
-        result = _build(profile, prep.files, prep.added, prep.key, prep.repo, prep.store, config, engine, options,
-                        log, phases)
-    result.repository = prep.repo.familiar
-    result.lock_sha256, result.lock_origin = prep.lock.lock.sha256, prep.lock.origin
-    result.phases = phases
-    result.seconds = round(time.monotonic() - started, 1)
+        result = _build(plan, store, config, engine, trace)
+    result.repository = plan.repository.familiar
+    result.lock_sha256, result.lock_origin = plan.lock.lock.sha256, plan.lock.origin
     return result
 
 
-def plan_one(profile: Profile, config: Config, engine: Engine, options: BuildOptions) -> PlanEntry:
-    """What :func:`build_one` would do, without building, pushing or moving a tag: it resolves the base digest
-    (one HEAD) and reads the tag store (one listing).  An ImagectlError on the way is a ``refused`` entry, so
-    this raises nothing of imagectl's own."""
-    try:
-        prep = _prepare(profile, config, engine, options, lambda line: None, {})
-        tag = None if options.force else prep.store.tag_with_key(prep.key)
-    except ImagectlError as exc:
-        return PlanEntry(profile.name, "refused", reason=str(exc))
-    name = prep.repo.path.rsplit("/", 1)[-1]
-    if tag is not None:
-        return PlanEntry(name, "reuse", prep.repo.familiar, tag=tag, key=prep.key)
-    return PlanEntry(name, "build", prep.repo.familiar, key=prep.key)
-
-
-def plan_many(profiles: Sequence[Profile], config: Config, engine: Engine, options: BuildOptions) -> list[PlanEntry]:
-    """:func:`plan_one` for each profile, in order."""
-    return [plan_one(profile, config, engine, options) for profile in profiles]
-
-
-def _reuse(key: str, repo: Reference, store: TagStore, log: LineSink, local: bool) -> BuildResult | None:
-    tag = store.tag_with_key(key)
+def _reuse(plan: Plan, store: TagStore, log: LineSink, *, local: bool) -> BuildResult | None:
+    tag = store.tag_with_key(plan.key)
     if tag is None:
         return None
+    repo = plan.repository
     target = store.digest(tag) or ""
-    log(f"reusing {repo.familiar}:{tag}: an image with build key {key[:10]} exists")
-    result = BuildResult(repo.path.rsplit("/", 1)[-1], "reused", tag, target, image_id=target if local else "")
+    log(f"reusing {repo.familiar}:{tag}: an image with build key {plan.key[:10]} exists")
+    result = BuildResult(_short_name(repo), "reused", tag, target, image_id=target if local else "")
     current = store.digest(MOVING_TAG)
     if current is None:
         _note(result, guarded_move(store, MOVING_TAG, target, tag, None, "build"))
@@ -247,43 +151,54 @@ def _reuse(key: str, repo: Reference, store: TagStore, log: LineSink, local: boo
     return result
 
 
-def _build(profile: Profile, files: dict[str, bytes], added: dict[str, Path], key: str, repo: Reference,
-           store: TagStore, config: Config, engine: Engine, options: BuildOptions, log: LineSink,
-           phases: dict[str, float]) -> BuildResult:
-    labels = {BUILD_KEY: key}
-    from ..render.dockerfile import write_context
+def _short_name(repo: Reference) -> str:
+    """The repository's last path component: the profile name (plus a suffix for an image with extras)."""
+    return repo.path.rsplit("/", 1)[-1]
 
-    with _timed(phases, "build"), build_context() as tmp:
-        write_context(files, tmp)
-        place_files(added, tmp)
-        log(f"building {profile.name} (build key {key[:10]})")
+
+def _engine_build(plan: Plan, config: Config, engine: Engine, trace: Trace) -> tuple[str, PipLog]:
+    """Write the plan's context (sweeping those killed builds left behind first) and build it with the engine;
+    ``(image id, what pip did)``."""
+    log = trace.log
+    sweep_contexts()
+    with trace.timed("build"), build_context() as tmp:
+        write_context(plan.context(), tmp)
+        place_files(plan.added, tmp)
+        log(f"building {plan.request.profile.name} (build key {plan.key[:10]})")
         pip = PipLog()
         with Heartbeat(log, "building", pip=pip) as beat:
-            image_id = engine.build(tmp, labels, config.build_network, config.build_args, options.no_cache,
-                                    beat.sink)
-    with _timed(phases, "check"), Heartbeat(log, "checking") as beat:
+            spec = EngineBuild({BUILD_KEY: plan.key}, config.build_network, config.build_args,
+                               no_cache=plan.request.options.no_cache)
+            image_id = engine.build(tmp, spec, beat.sink)
+    return image_id, pip
+
+
+def _build(plan: Plan, store: TagStore, config: Config, engine: Engine, trace: Trace) -> BuildResult:
+    repo, publish, log = plan.repository, bool(config.registry_url), trace.log
+    image_id, pip = _engine_build(plan, config, engine, trace)
+    with trace.timed("check"), Heartbeat(log, "checking") as beat:
         log(f"checking {short_digest(image_id)} in a container")
-        run_check(engine, image_id, config.build_network, options.gpu_check, beat.sink)
-    with _timed(phases, "tag"):
-        tag = immutable_tag(profile, key, image=image_id)
+        run_check(engine, image_id, config.build_network, plan.request.options.gpu_check, beat.sink)
+    with trace.timed("tag"):
+        tag = immutable_tag(plan.request.profile, plan.key, image=image_id)
         try:
-            existing = existing_immutable(store, tag, image_of(engine, repo, image_id, bool(config.registry_url)))
+            existing = existing_immutable(store, tag, image_of(engine, repo, image_id, publish))
         except OperationError as exc:
             raise BuildError(str(exc), "tag") from None
         engine.tag(image_id, repo.familiar, tag)
     target = existing or image_id
-    if config.registry_url and existing is None:
+    if publish and existing is None:
         log(f"pushing {repo.familiar}:{tag}")
-        with _timed(phases, "push"), Heartbeat(log, "pushing") as beat:
+        with trace.timed("push"), Heartbeat(log, "pushing") as beat:
             target = engine.push(repo.familiar, tag, beat.sink)
-    elif config.registry_url:
+    elif publish:
         log(f"{repo.familiar}:{tag} already names this image ({short_digest(existing)}): not pushed again")
-    with _timed(phases, "tag"):
+    with trace.timed("tag"):
         moved = guarded_move(store, MOVING_TAG, target, tag, store.digest(MOVING_TAG), "build")
-    result = _note(BuildResult(repo.path.rsplit("/", 1)[-1], "built", tag, target, image_id=image_id,
+    result = _note(BuildResult(_short_name(repo), "built", tag, target, image_id=image_id,
                                downloads=list(pip.downloads)), moved)
     try:  # the registry's moving tag has moved: the local copy is a convenience, not a reason to fail
-        if config.registry_url:
+        if publish:
             engine.tag(image_id, repo.familiar, MOVING_TAG)
         info = engine.inspect(image_id)
         result.size = info.size if info else 0
@@ -298,30 +213,70 @@ def _note(result: BuildResult, moved: MoveResult) -> BuildResult:
     return result
 
 
-def build_many(profiles: Sequence[Profile], config: Config, engine: Engine, options: BuildOptions, jobs: int,
+@dataclass
+class _Job:
+    """One request on its way through ``build_many``: its trace, repository, start, and its plan or what stopped
+    it (a conflicting extra, or the failed result)."""
+
+    request: BuildRequest
+    trace: Trace
+    repository: str = ""
+    started: float = field(default_factory=time.monotonic)
+    plan: Plan | None = None
+    conflict: ExtrasConflictError | None = None
+    result: BuildResult | None = None
+
+
+def _job(request: BuildRequest, config: Config, make_log: Callable[[str], LineSink]) -> _Job:
+    job = _Job(request, Trace(make_log(request.profile.name), hold=bool(request.options.extras)))
+    with contextlib.suppress(ImagectlError):  # a failure says why the repository cannot be named
+        job.repository = repository(request.repository_name, config).familiar
+    return job
+
+
+def build_many(requests: Sequence[BuildRequest], config: Config, engine: Engine, jobs: int,
                make_log: Callable[[str], LineSink]) -> list[BuildResult]:
-    """Build several profiles, ``jobs`` at a time; a failure of one does not stop the others: it is a ``failed``
-    result with its error (and a BuildError's step and log tail, which the caller shows where the log was not
-    shown as it streamed), the phases it timed and its real elapsed time.  Raises nothing of imagectl's own."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(profile: Profile) -> BuildResult:
-        log = make_log(profile.name)
-        started, phases = time.monotonic(), dict[str, float]()
-        try:
-            return build_one(profile, config, engine, options, log, phases)
-        except BuildError as exc:
-            tail = exc.log_tail.splitlines()
-            failed = BuildResult(profile.name, "failed", error=f"{exc.step}: {exc}", step=exc.step, log_tail=tail,
-                                 exit_code=exc.exit_code)
-        except ImagectlError as exc:
-            failed = BuildResult(profile.name, "failed", error=str(exc), exit_code=exc.exit_code)
-        try:
-            failed.repository = repository(repository_name(profile, options), config).familiar
-        except ImagectlError:
-            pass  # the error already says why
-        failed.phases, failed.seconds = phases, round(time.monotonic() - started, 1)
-        return failed
-
+    """Plan every request, then build the planned ones, ``jobs`` at a time.  Raises InputError, before anything is
+    built, when an extra names a package of a profile's lock at another version; any other failure of one request
+    does not stop the others: it is a ``failed`` result with its error (and a BuildError's step and log tail, which
+    the caller shows where the log was not shown as it streamed), the phases it timed and its real elapsed time."""
+    work = [_job(request, config, make_log) for request in requests]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(one, profiles))
+        list(pool.map(lambda job: _plan_job(job, config, engine), work))
+        for job in work:
+            if job.conflict is not None:
+                raise InputError(f"{job.request.profile.name}: {job.conflict}")
+        for job in work:
+            job.trace.release()
+        return list(pool.map(lambda job: _build_job(job, config, engine), work))
+
+
+def _plan_job(job: _Job, config: Config, engine: Engine) -> None:
+    """Plan ``job`` in place: its plan, its conflicting extra, or its failed result."""
+    try:
+        job.plan = plan_build(job.request, config, base_resolver(config, engine), job.trace)
+    except ExtrasConflictError as exc:
+        job.conflict = exc
+    except ImagectlError as exc:
+        job.result = _failed(job, exc)
+
+
+def _build_job(job: _Job, config: Config, engine: Engine) -> BuildResult:
+    """Build ``job``'s plan (or return its planning failure), with its phases and its seconds since it started."""
+    if job.plan is not None:
+        try:
+            job.result = build_one(job.plan, config, engine, job.trace)
+        except ImagectlError as exc:
+            job.result = _failed(job, exc)
+    result = job.result
+    assert result is not None  # a job was planned and built, or failed
+    result.phases, result.seconds = job.trace.seconds, round(time.monotonic() - job.started, 1)
+    return result
+
+
+def _failed(job: _Job, exc: ImagectlError) -> BuildResult:
+    """The failed result of ``exc``: a BuildError's step, message and log tail, or any other error's message."""
+    step, tail = (exc.step, exc.log_tail.splitlines()) if isinstance(exc, BuildError) else ("", [])
+    error = f"{step}: {exc}" if step else str(exc)
+    return BuildResult(job.request.profile.name, "failed", error=error, step=step, log_tail=tail,
+                       exit_code=exc.exit_code, repository=job.repository)

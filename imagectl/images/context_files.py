@@ -68,6 +68,8 @@ def _sha256(path: Path) -> str:
 def file_digests(files: Mapping[str, Path], cache_file: Path | None = None) -> dict[str, str]:
     """The sha256 of each file, from the stat-keyed cache where the file did not change; raises InputError
     for a file that cannot be read."""
+    if not files:
+        return {}
     cache_file = cache_file or _cache_path()
     try:
         cache = json.loads(cache_file.read_text())

@@ -38,6 +38,7 @@ from ..config import Config
 from ..engine import Engine, LineSink
 from ..errors import InputError, OperationError
 from ..grammar import major_minor
+from ..image_spec import ImageSpec
 from ..imagecheck.compare import Finding, compare, failed, finding_text
 from ..imagecheck.run import run_foreign_check
 from ..labels import PROFILE, expectations_from_profile
@@ -179,7 +180,7 @@ def check_script(profile: Profile, config: Config) -> str:
     """The in-image check script of ``profile`` (the one its builds carry); raises TemplateError."""
     from ..render.dockerfile import context_files  # here: rendering loads jinja2
 
-    return context_files(profile, config)["imagectl-check.py"].decode()
+    return context_files(ImageSpec(profile), config)["imagectl-check.py"].decode()
 
 
 def import_image(text: str, managed: ManagedRepository, options: ImportOptions, env: ImportEnvironment) -> ImportResult:

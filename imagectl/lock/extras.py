@@ -14,7 +14,7 @@ from typing import Sequence
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from ..errors import InputError
+from ..errors import ExtrasConflictError, InputError
 from ..pypi.metadata import marker_environment
 from .lockfile import Lock, LockedPackage, canonical_name
 from .resolve import ResolveError, resolve
@@ -53,11 +53,12 @@ def conflicts(extras: Sequence[str], lock: Lock) -> list[str]:
 
 def lock_extras(extras: Sequence[str], lock: Lock, target: Target) -> tuple[LockedPackage, ...]:
     """The extras' complete closure on top of ``lock`` (the lock's packages they need included, at the locked
-    versions), sorted.  Raises InputError for a conflict with the lock, ResolveError/OperationError when the
-    index or the resolver fails."""
+    versions), sorted.  Raises ExtrasConflictError for an extra that names a locked package at another version,
+    InputError for a conflict deeper in the tree, ResolveError/OperationError when the index or the resolver
+    fails."""
     problems = conflicts(extras, lock)
     if problems:
-        raise InputError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        raise ExtrasConflictError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     wanted = sorted(str(parse_extra(e)) for e in extras)
     constraints = [f"{name}=={version}" for name, version in sorted(lock.versions.items())]
     try:
@@ -68,9 +69,3 @@ def lock_extras(extras: Sequence[str], lock: Lock, target: Target) -> tuple[Lock
                              f"{str(exc).removeprefix('lock: ')}") from None
         raise
     return tuple(packages)
-
-
-def added_packages(closure: Sequence[LockedPackage], lock: Lock) -> dict[str, str]:
-    """name -> version of the packages the extras add to the lock (those the lock does not have)."""
-    locked = lock.versions
-    return {p.name: p.version for p in closure if p.name not in locked}

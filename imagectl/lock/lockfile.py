@@ -17,6 +17,7 @@ same inputs give the same bytes.  :func:`format_lock` and :func:`parse_lock` are
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -95,10 +96,7 @@ class Lock:
 
     @cached_property
     def sha256(self) -> str:
-        """The sha256 of the file's bytes: what the build key and the image's label carry (computed once; a
-        pickled lock carries it, so a cached lock costs ``show`` no hashing)."""
-        import hashlib  # here: OpenSSL's start-up is paid only where a lock is hashed
-
+        """The sha256 of the file's bytes: what the build key and the image's label carry (computed once)."""
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
@@ -129,6 +127,13 @@ def format_lock(lock: Lock) -> str:
 def requirement_lines(packages: tuple[LockedPackage, ...] | list[LockedPackage]) -> str:
     """The package lines of ``packages`` (sorted), without a header: one install layer's requirements."""
     return "".join(line + "\n" for pkg in sorted(packages, key=lambda p: p.name) for line in pkg.lines())
+
+
+def added_packages(closure: tuple[LockedPackage, ...] | list[LockedPackage], lock: Lock) -> dict[str, str]:
+    """name -> version of the packages of ``closure`` (a team's extras, locked on top of ``lock``) that ``lock``
+    does not have (pure)."""
+    locked = lock.versions
+    return {p.name: p.version for p in closure if p.name not in locked}
 
 
 def constraints_text(versions: dict[str, str]) -> str:

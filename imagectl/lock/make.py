@@ -1,30 +1,39 @@
 """Making a profile's lock, and choosing the lock a build installs.
 
-:func:`make_lock` resolves a profile's inputs (:func:`~.target.lock_inputs`) for its target as of the
-``--as-of`` policy and writes the header that is the lock's source.  :func:`lock_for_build` is what ``build``,
-``render`` and ``--plan`` use: the lock found in a lock directory (:mod:`.store`), else one made at build
-time (the build says so, and the image keeps the lock it installed, as every image does).  Build-time locks
-as of a date are cached: the same inputs and date give the same lock (the index's files do not change).
+A lock is made in two steps.  :func:`lock_request` decides *what* to resolve: the profile's inputs
+(:func:`~.target.lock_inputs`), its target and the ``--as-of`` policy turned into a date (``release`` asks the
+index for the release's upload day).  :func:`resolve_lock` resolves that request and writes the header that is
+the lock's source; it reads nothing but the request and the index.
+
+:func:`lock_for_build` is what ``build``, ``render`` and ``--plan`` use: the lock found in a lock directory
+(:mod:`.store`), else one made at build time (the build says so, and the image keeps the lock it installed, as
+every image does).  A build-time lock is cached (:mod:`imagectl.cache`) under its request, which holds the
+resolved *date*: the same request gives the same lock, because the index's files of a past day do not change.
+A date that is today or later (inside a release's grace window) or ``latest`` is not over yet, so such a lock is
+resolved afresh and never stored.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Literal
 
-from ..cache import cached
+from ..cache import Kind, cached
 from ..config import Config
 from ..errors import OperationError
 from ..matrix.model import Profile
 from .asof import resolve_as_of, upload_date
 from .layers import layer_of
-from .lockfile import Lock, LockHeader, canonical_name
+from .lockfile import Lock, LockHeader, canonical_name, parse_lock
 from .resolve import ResolveError, resolve
-from .store import find_lock
+from .store import LockOrigin, find_lock
 from .target import Target, build_tag, lock_inputs, profile_lock_id, target_for
 
 SOURCE = "resolved by uv pip compile from the index's metadata (no wheel downloaded); remake: imagectl lock {name}"
+BUILD_TIME: Literal["build-time"] = "build-time"
+BUILD_TIME_LOCKS: Kind[Lock] = Kind("lock", lambda lock: lock.text, lambda text: parse_lock(text, "cached lock"))
 
 
 @dataclass(frozen=True)
@@ -33,8 +42,41 @@ class ChosenLock:
     ``build-time`` (resolved for this build)."""
 
     lock: Lock
-    origin: str
+    origin: LockOrigin | Literal["build-time"]
     path: str = ""
+
+
+@dataclass(frozen=True)
+class LockRequest:
+    """Everything a resolution reads besides the index's answers (no credential: the index URLs are the public
+    ones; the secret ones go to the resolver from the :class:`~.target.Target`).  ``as_of`` is a resolved date
+    (``YYYY-MM-DD``) or ``latest``; ``first_layer`` the pinned inputs of the first install layer, resolved first
+    as of their own upload day (see :func:`first_layer_as_of`)."""
+
+    framework: str
+    version: str
+    build: str
+    python: str
+    lock_id: str
+    inputs: tuple[str, ...]
+    first_layer: tuple[str, ...]
+    first_layer_name: str
+    index: str
+    extra_indexes: tuple[str, ...]
+    trusted_hosts: tuple[str, ...]
+    platform: str
+    as_of: str
+    as_of_note: str
+    grace_days: int
+
+    def settled(self, today: dt.date) -> bool:
+        """Whether the resolution can no longer change: its date is a day before ``today`` (UTC), so the index
+        holds every file it will ever hold for it."""
+        return self.as_of != "latest" and self.as_of < today.isoformat()
+
+    def key(self) -> dict[str, object]:
+        """The request as plain data: the cache key of its lock."""
+        return asdict(self)
 
 
 def first_layer_inputs(profile: Profile, inputs: tuple[str, ...]) -> list[str]:
@@ -49,8 +91,7 @@ def requirement_name(requirement: str) -> str:
     return canonical_name(requirement.split("[", 1)[0].split("==", 1)[0])
 
 
-def first_layer_as_of(profile: Profile, target: Target, inputs: list[str], grace_days: int,
-                      ceiling: str) -> str | None:
+def first_layer_as_of(target: Target, inputs: tuple[str, ...], grace_days: int, ceiling: str) -> str | None:
     """The day the first layer's own dependencies are resolved as of: the newest upload day of its pinned
     wheels plus ``grace_days``, no later than ``ceiling``; None when the index gives no upload times.  Two
     releases with the same CUDA pins (torch 2.3.0 and 2.3.1) then lock the same unpinned CUDA wheels
@@ -63,61 +104,80 @@ def first_layer_as_of(profile: Profile, target: Target, inputs: list[str], grace
     return min(day, ceiling)
 
 
-def make_lock(profile: Profile, config: Config, as_of: str | None = None, prefer: Lock | None = None,
-              target: Target | None = None) -> Lock:
-    """Resolve ``profile``'s lock as of ``as_of`` (a policy; default ``[lock] as_of``), keeping the versions of
-    ``prefer`` where they still fit; raises ResolveError/OperationError (resolver, index), InputError (policy).
-
-    With a dated policy the first install layer (the CUDA wheels) is resolved first, as of its pins' own upload
-    day (:func:`first_layer_as_of`), and its versions are preferred in the whole resolution: the CUDA layer
-    depends on the CUDA pins alone, not on the framework release's date."""
-    target = target or target_for(profile, config)
+def lock_request(profile: Profile, config: Config, as_of: str | None, target: Target) -> LockRequest:
+    """What to resolve for ``profile`` as of the policy ``as_of`` (default ``[lock] as_of``), the date resolved;
+    raises InputError for a bad policy, OperationError when ``release`` cannot read the release's upload day."""
     when = resolve_as_of(as_of or config.lock_as_of, profile, target, config.lock_grace_days)
     inputs = lock_inputs(profile)
+    return LockRequest(
+        framework=profile.framework.name, version=profile.release.version, build=build_tag(profile),
+        python=profile.python, lock_id=profile_lock_id(profile), inputs=inputs,
+        first_layer=tuple(first_layer_inputs(profile, inputs)), first_layer_name=profile.framework.layers[0][0],
+        index=target.index, extra_indexes=target.extra_indexes, trusted_hosts=target.trusted_hosts,
+        platform=target.platform, as_of=when.date, as_of_note=when.note, grace_days=config.lock_grace_days)
+
+
+def resolve_lock(request: LockRequest, target: Target, prefer: Lock | None = None) -> Lock:
+    """Resolve ``request`` against ``target``'s indexes, keeping the versions of ``prefer`` where they still fit;
+    raises ResolveError/OperationError (resolver, index).
+
+    With a date and no preferred lock, the first install layer (the CUDA wheels) is resolved first, as of its
+    pins' own upload day (:func:`first_layer_as_of`), and its versions are preferred in the whole resolution: the
+    CUDA layer depends on the CUDA pins alone, not on the framework release's date."""
     preferred = list(prefer.packages) if prefer else []
-    note = when.note
-    cuda = first_layer_inputs(profile, inputs)
-    if cuda and when.date != "latest" and not preferred:
-        day = first_layer_as_of(profile, target, cuda, config.lock_grace_days, when.date)
-        layer = profile.framework.layers[0][0]
+    note = request.as_of_note
+    if request.first_layer and request.as_of != "latest" and not preferred:
+        day = first_layer_as_of(target, request.first_layer, request.grace_days, request.as_of)
         try:
-            preferred = resolve(cuda, target, day) if day is not None else []
+            preferred = resolve(request.first_layer, target, day) if day is not None else []
         except ResolveError as exc:  # the index lacks what that day had: the layer is resolved with the rest
             if not exc.unsatisfiable:
                 raise
         if preferred:
-            note = "; ".join(filter(None, [note, f"{layer} layer as of {day}: its pins' upload, plus "
-                                                 f"{config.lock_grace_days} days"]))
-    packages = resolve(inputs, target, when.date, prefer=preferred)
-    header = LockHeader(framework=profile.framework.name, version=profile.release.version, build=build_tag(profile),
-                        python=profile.python, index=target.index, platform=target.platform, as_of=when.date,
-                        as_of_note=note, inputs=inputs, source=SOURCE.format(name=profile_lock_id(profile)))
+            note = "; ".join(filter(None, [note, f"{request.first_layer_name} layer as of {day}: its pins' upload, "
+                                                 f"plus {request.grace_days} days"]))
+    packages = resolve(request.inputs, target, request.as_of, prefer=preferred)
+    header = LockHeader(framework=request.framework, version=request.version, build=request.build,
+                        python=request.python, index=request.index, platform=request.platform, as_of=request.as_of,
+                        as_of_note=note, inputs=request.inputs, source=SOURCE.format(name=request.lock_id))
     return Lock(header, tuple(packages))
 
 
-def lock_for_build(profile: Profile, config: Config, log: Callable[[str], None] = lambda line: None) -> ChosenLock:
-    """The lock a build of ``profile`` installs (see the module docstring); logs where it came from."""
+def make_lock(profile: Profile, config: Config, as_of: str | None = None, prefer: Lock | None = None,
+              target: Target | None = None) -> Lock:
+    """Resolve ``profile``'s lock as of ``as_of`` (a policy; default ``[lock] as_of``), keeping the versions of
+    ``prefer`` where they still fit; raises ResolveError/OperationError (resolver, index), InputError (policy)."""
+    target = target or target_for(profile, config)
+    return resolve_lock(lock_request(profile, config, as_of, target), target, prefer)
+
+
+def today_utc() -> dt.date:
+    """Today's date in UTC (the day the index's upload times are counted in)."""
+    return dt.datetime.now(dt.timezone.utc).date()
+
+
+def lock_for_build(profile: Profile, config: Config, log: Callable[[str], None] = lambda line: None,
+                   today: Callable[[], dt.date] = today_utc) -> ChosenLock:
+    """The lock a build of ``profile`` installs (see the module docstring); logs where it came from.  Raises
+    InputError for a lock file that cannot be read or a bad policy, OperationError when the index or the
+    resolver fails."""
     target = target_for(profile, config)
     found = find_lock(profile, config, target.index)
     if found is not None:
         log(f"lock {found.lock.header.lock_id} ({found.origin}: {found.path}, sha256 {found.lock.sha256[:12]})")
         return ChosenLock(found.lock, found.origin, str(found.path))
-    policy = config.lock_as_of
-    log(f"no lock of {profile_lock_id(profile)} for {target.index}: locking at build time (as of {policy})")
-
-    def compute() -> Lock:
-        return make_lock(profile, config, policy, target=target)
-
+    log(f"no lock of {profile_lock_id(profile)} for {target.index}: locking at build time (as of "
+        f"{config.lock_as_of})")
     try:
-        if policy == "latest":  # what the index offers now: never from the cache
-            lock = compute()
-        else:
-            lock = cached("lock", [], compute,
-                          extra=repr((lock_inputs(profile), target, policy, config.lock_grace_days)))
+        request = lock_request(profile, config, None, target)
+        if request.settled(today()):
+            lock = cached(BUILD_TIME_LOCKS, request.key(), lambda: resolve_lock(request, target))
+        else:  # the day is not over: what the index offers may still change
+            lock = resolve_lock(request, target)
     except OperationError as exc:
         where = "[pip] index_url" if config.pip_index_url else "the matrix's index of this build; [pip] index_url"
         raise OperationError(f"cannot lock {profile_lock_id(profile)} against {target.index} ({where} sets the "
-                        f"index): {str(exc).removeprefix('lock: ')}") from None
+                             f"index): {str(exc).removeprefix('lock: ')}") from None
     log(f"locked {len(lock.packages)} packages as of {lock.header.as_of} (sha256 {lock.sha256[:12]}); the image "
         "keeps it at /opt/imagectl/lock.txt")
-    return ChosenLock(lock, "build-time")
+    return ChosenLock(lock, BUILD_TIME)

@@ -1,31 +1,12 @@
-"""The short, plain-data description of a profile that ``list`` and the CI outputs print, and the notes that
-``show`` and ``build`` print about a profile (an unverified build, companions not released yet)."""
+"""``list``'s filters, and the notes that ``show`` and ``build`` print about a profile (an unverified build,
+companions not released yet).  A profile's facts as data are :mod:`.facts`."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 from ..grammar import release_numbers
 from .model import Profile
-
-
-def list_row(profile: Profile) -> dict[str, Any]:
-    """The short description ``list`` prints per profile (pure)."""
-    return {
-        "name": profile.name,
-        "framework": profile.framework.name,
-        "framework_version": profile.release.version,
-        "cuda": profile.variant.cuda,
-        "cudnn": profile.variant.cudnn,
-        "nccl": profile.variant.nccl,
-        "python": profile.python,
-        "python_supported": list(profile.release.python),
-        "flavor": profile.flavor,
-        "os": profile.os.name,
-        "min_driver": profile.toolkit.min_driver,
-        "verified": profile.verified,
-        "unverified": profile.variant.unverified,
-    }
 
 
 def select_profiles(profiles: Sequence[Profile], cuda: str | None = None, python: str | None = None,

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import Callable, Iterable
 
 from ..grammar import driver_key, major_minor, versions_equal
-
-if TYPE_CHECKING:  # a cached validate report is read without the matrix model
-    from .model import Profile
+from .model import Profile
 
 _CU_SUFFIX = re.compile(r"^nvidia-.*-cu([0-9]+)$")
 

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from .model import Framework, Matrix, Profile, Release, Variant
+from .names import resolvable_profiles, unbuildable_variants
 from .rules import MATRIX_RULES, Violation, run_rules
 
-if TYPE_CHECKING:  # a cached report is read without loading the matrix: this module stays light
-    from .model import Framework, Matrix, Profile, Release, Variant
-
-ExtraCheck = Callable[[list["Profile"]], list[Violation]]
+ExtraCheck = Callable[[list[Profile]], list[Violation]]
 
 
 @dataclass(frozen=True)
@@ -42,8 +40,6 @@ def validate_matrix(matrix: Matrix, extra: Sequence[tuple[str, ExtraCheck]] = ()
 
     Raises only what an extra check raises for unreadable input.
     """
-    from .names import resolvable_profiles, unbuildable_variants
-
     profiles = resolvable_profiles(matrix)
     violations = run_rules(profiles) + [_unbuildable(fw, release, variant)
                                         for fw, release, variant in unbuildable_variants(matrix)]

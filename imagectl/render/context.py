@@ -11,20 +11,20 @@ first build stage installs with; the final stage copies the installed environmen
 
 from __future__ import annotations
 
-from typing import Any, Sequence
-
+from typing import Any
 
 from .. import __version__
 from ..config import Config
-from ..matrix.model import Profile
-from ..reference import Reference, apply_mirror
 from ..errors import ValidationError
-from ..grammar import (check_deb_package, check_driver, check_requirement, check_text, check_version,
-                       url_credentials)
+from ..grammar import check_deb_package, check_driver, check_requirement, check_text, check_version, url_credentials
+from ..image_spec import ImageSpec
 from ..labels import labels_for
 from ..lock.layers import split_layers
-from ..lock.lockfile import Lock, LockedPackage, LockHeader, canonical_name, requirement_lines
+from ..lock.lockfile import Lock, canonical_name, requirement_lines
+from ..matrix.facts import profile_facts
+from ..matrix.model import Profile
 from ..pip_index import configured_index, extra_index_urls, index_url
+from ..reference import Reference, apply_mirror
 
 NETRC_FILE = "imagectl-pip.netrc"  # in the build context only when an index URL carries credentials
 LOCK_PATH = "/opt/imagectl/lock.txt"  # the lock the image was installed from, as the lock file (header and hashes)
@@ -66,12 +66,11 @@ def check_extra(text: str) -> str:
     return check_requirement(text, "extra requirement", markers=True)
 
 
-def base_reference(profile: Profile, config: Config, digest: str | None = None,
-                   base: Reference | None = None) -> Reference:
-    """The base image as the build pulls it (the profile's, or ``base`` given with ``build --base``):
-    through the configured mirror, pinned to ``digest`` if known."""
-    ref = apply_mirror(base or profile.base_image, config.mirrors)
-    return ref.with_digest(digest) if digest else ref
+def base_reference(spec: ImageSpec, config: Config) -> Reference:
+    """The base image as the build pulls it (the profile's, or the one given with ``build --base``): through the
+    configured mirror, pinned to the spec's base digest if known."""
+    ref = apply_mirror(spec.public_base, config.mirrors)
+    return ref.with_digest(spec.base_digest) if spec.base_digest else ref
 
 
 def cuda_home(profile: Profile) -> str:
@@ -120,14 +119,6 @@ def jit_packages(profile: Profile) -> list[str]:
     return sorted({check_deb_package(p.format(python=profile.python), "jit_packages") for p in patterns})
 
 
-def placeholder_lock(profile: Profile) -> Lock:
-    """A lock of the profile's pins alone, without hashes: what ``validate`` renders the templates with (it
-    checks that they render; a build always installs a real lock)."""
-    header = LockHeader(profile.framework.name, profile.release.version, profile.framework.tag_of(profile.variant.cuda),
-                        profile.python, "", "", "unlocked")
-    return Lock(header, tuple(LockedPackage(canonical_name(n), v, ()) for n, v in profile.packages))
-
-
 def lock_layers(profile: Profile, lock: Lock) -> list[tuple[str, str]]:
     """``(file name in the context, requirement lines)`` of each install layer of ``lock`` (pure)."""
     layers = split_layers(lock.packages, profile.framework.layers)
@@ -140,34 +131,24 @@ def import_names(profile: Profile) -> list[str]:
     return sorted(canonical_name(name).replace("-", "_") for name, _ in profile.release.companions)
 
 
-def render_context(profile: Profile, config: Config, base_digest: str | None = None,
-                   extras: Sequence[str] = (), base_image: Reference | None = None, lock: Lock | None = None,
-                   extras_lock: Sequence[LockedPackage] = (), title: str | None = None) -> dict[str, Any]:
-    """The template context for ``profile`` (on ``base_image`` instead of the profile's own base, for
-    ``build --base``), installing ``lock`` (a placeholder of the pins when None: see :func:`placeholder_lock`)
-    and the extras' closure ``extras_lock``; ``title`` names an image with extras (its repository name).  Raises
-    InputError for a bad extra requirement."""
-    base = base_reference(profile, config, base_digest, base_image)
-    lock = lock or placeholder_lock(profile)
-    added = {p.name: p.version for p in extras_lock if p.name not in lock.versions}
-    installed = {**(lock.versions if base_image is None else {}), **{p.name: p.version for p in extras_lock}}
-    locked = (lock.sha256, lock.versions) if base_image is None else None
-    env = image_env(profile)
-    env["PIP_CONSTRAINT"] = CONSTRAINTS_PATH
+def template_profile(profile: Profile) -> dict[str, str]:
+    """The ``profile`` the templates see: its facts (:func:`~imagectl.matrix.facts.profile_facts`) under the
+    template's names, unrecorded ones as ``""``, and the framework's check partial."""
+    facts = profile_facts(profile)
+    keys = {"name": "name", "framework": "framework", "version": "framework_version", "cuda": "cuda",
+            "cudnn": "cudnn", "nccl": "nccl", "python": "python", "flavor": "flavor", "os": "os"}
+    return {**{key: facts[fact] or "" for key, fact in keys.items()}, "check": profile.framework.check}
+
+
+def render_context(spec: ImageSpec, config: Config, netrc_file: str = "") -> dict[str, Any]:
+    """The template context of the image ``spec`` describes; ``netrc_file`` names the context's netrc file of
+    index credentials (see :func:`pip_netrc`), if it has one.  Raises InputError for a bad extra requirement."""
+    profile, lock, base = spec.profile, spec.install_lock, base_reference(spec, config)
+    own = not spec.on_user_base  # the profile's own image (else: extras layered on the user's image)
+    env = {**image_env(profile), "PIP_CONSTRAINT": CONSTRAINTS_PATH}
     return {
         "imagectl_version": __version__,
-        "profile": {
-            "name": profile.name,
-            "framework": profile.framework.name,
-            "check": profile.framework.check,
-            "version": profile.release.version,
-            "cuda": profile.variant.cuda,
-            "cudnn": profile.variant.cudnn or "",
-            "nccl": profile.variant.nccl or "",
-            "python": profile.python,
-            "flavor": profile.flavor,
-            "os": profile.os.name,
-        },
+        "profile": template_profile(profile),
         "base_image": str(base),
         "python": profile.python,
         "apt_mirror": config.apt_mirror or "",
@@ -177,22 +158,22 @@ def render_context(profile: Profile, config: Config, base_digest: str | None = N
             "index_url": index_url(profile, config),
             "extra_index_urls": extra_index_urls(config),
             "trusted_hosts": sorted(config.pip_trusted_hosts),
-            "netrc": NETRC_FILE if pip_netrc(profile, config) else "",
+            "netrc": netrc_file,
         },
         "packages": [f"{name}=={version}" for name, version in profile.packages],
-        "extras": sorted(check_extra(e) for e in extras),
+        "extras": sorted(check_extra(e) for e in spec.extras),
         "lock": {
             "layers": [{"file": name} for name, _ in lock_layers(profile, lock)],
             "path": LOCK_PATH,
             "constraints": CONSTRAINTS_PATH,
-            "extras": EXTRAS_LOCK_FILE if extras else "",
+            "extras": EXTRAS_LOCK_FILE if spec.extras else "",
         },
-        "lock_check": {"lock_path": LOCK_PATH, "extras_lock_path": EXTRAS_LOCK_PATH if extras else "",
-                       "imports": import_names(profile) if base_image is None else []},
-        "constraints": installed,
-        "labels": labels_for(profile, base, base_image, lock=locked, extras=added or None, title=title),
+        "lock_check": {"lock_path": LOCK_PATH, "extras_lock_path": EXTRAS_LOCK_PATH if spec.extras else "",
+                       "imports": import_names(profile) if own else []},
+        "constraints": dict(spec.installed),
+        "labels": labels_for(spec, base),
         "env": dict(sorted(env.items())),
         "cuda_home": cuda_home(profile),
         "entry": entry_context(profile),
-        "entrypoint": base_image is None,  # build --base keeps the base's ENTRYPOINT and CMD
+        "entrypoint": own,  # build --base keeps the base's ENTRYPOINT and CMD
     }

@@ -15,12 +15,12 @@ import jinja2
 
 from ..config import Config
 from ..errors import ImagectlError, TemplateError, ValidationError
+from ..image_spec import ImageSpec
+from ..lock.lockfile import constraints_text, requirement_lines
 from ..matrix.model import Profile
-from ..reference import Reference
 from ..matrix.rules import Violation
 from ..shipped import template_dirs
-from ..lock.lockfile import Lock, LockedPackage, constraints_text, requirement_lines
-from .context import EXTRAS_LOCK_FILE, NETRC_FILE, lock_layers, pip_netrc, placeholder_lock, render_context
+from .context import EXTRAS_LOCK_FILE, NETRC_FILE, lock_layers, pip_netrc, render_context
 from .sandbox import TemplateSandbox
 
 DOCKERFILE_TEMPLATE = "Dockerfile.j2"
@@ -69,43 +69,41 @@ def render_template(env: jinja2.Environment, name: str, context: Mapping[str, An
         raise TemplateError(f"template {name}: {exc.message}") from None
 
 
-def context_files(profile: Profile, config: Config, env: jinja2.Environment | None = None,
-                  base_digest: str | None = None, extras: Sequence[str] = (),
-                  base_image: Reference | None = None, lock: Lock | None = None,
-                  extras_lock: Sequence[LockedPackage] = (), title: str | None = None) -> dict[str, bytes]:
-    """Every file of the build context for ``profile`` (name -> content), deterministic.
+def context_files(spec: ImageSpec, config: Config, env: jinja2.Environment | None = None) -> dict[str, bytes]:
+    """Every file of the build context of the image ``spec`` describes (name -> content), deterministic.
 
-    The image installs ``lock`` (``lock.txt``, one ``lock-N-LAYER.txt`` per install layer, ``constraints.txt``;
-    a placeholder of the pins when None, for ``validate``) and the extras' closure ``extras_lock``
-    (``extras-lock.txt``, with the request in ``extra-requirements.txt``).  With ``base_image``
-    (``build --base``) the Dockerfile only layers the extras on that image.  With index credentials the context
-    holds :data:`~.context.NETRC_FILE`, which only the first build stage reads.  Raises InputError for bad
-    extras (or none with a base image) or conflicting index credentials, TemplateError for a broken template.
+    The image installs the spec's lock (``lock.txt``, one ``lock-N-LAYER.txt`` per install layer,
+    ``constraints.txt``) and the extras' closure (``extras-lock.txt``, with the request in
+    ``extra-requirements.txt``); on a user's base (``build --base``) the Dockerfile only layers the extras on that
+    image.  With index credentials the context holds :data:`~.context.NETRC_FILE` (computed here, once), which
+    only the first build stage reads.  Raises InputError for bad extras (or none on a user's base) or conflicting
+    index credentials, TemplateError for a broken template.
     """
-    if base_image is not None and not extras:
+    if spec.on_user_base and not spec.extras:
         raise ValidationError("--base needs extra packages (--extra or --requirements) to layer on the image")
     env = env or make_environment(template_dirs(config))
-    lock = lock or placeholder_lock(profile)
-    context = render_context(profile, config, base_digest, extras, base_image, lock, extras_lock, title)
+    profile, lock = spec.profile, spec.install_lock
+    netrc = pip_netrc(profile, config)
+    context = render_context(spec, config, NETRC_FILE if netrc else "")
     files = {
-        "Dockerfile": render_template(env, EXTRAS_TEMPLATE if base_image else DOCKERFILE_TEMPLATE, context),
+        "Dockerfile": render_template(env, EXTRAS_TEMPLATE if spec.on_user_base else DOCKERFILE_TEMPLATE, context),
         "imagectl-check.py": render_template(env, CHECK_TEMPLATE, context),
         "imagectl-entry.sh": render_template(env, ENTRY_TEMPLATE, context),
         "constraints.txt": constraints_text(context["constraints"]),
     }
-    if base_image is None:
+    if not spec.on_user_base:
         files["lock.txt"] = lock.text
         for name, lines in lock_layers(profile, lock):
             files[name] = render_template(env, REQUIREMENTS_TEMPLATE, {**context, "requirement_lines": lines})
-    if extras:
+    if spec.extras:
         files["extra-requirements.txt"] = "\n".join(context["extras"]) + "\n"
         files[EXTRAS_LOCK_FILE] = render_template(env, REQUIREMENTS_TEMPLATE,
-                                                  {**context, "requirement_lines": requirement_lines(extras_lock)})
+                                                  {**context, "requirement_lines": requirement_lines(spec.extras_lock)})
     out = {name: text.encode() for name, text in files.items()}
     if config.ca_bundle:
         out["ca.pem"] = config.ca_bundle.read_bytes()
-    if context["pip"]["netrc"]:
-        out[NETRC_FILE] = pip_netrc(profile, config).encode()
+    if netrc:
+        out[NETRC_FILE] = netrc.encode()
     return out
 
 
@@ -134,7 +132,7 @@ def template_violations(profiles: Sequence[Profile], config: Config) -> list[Vio
     out = []
     for profile in shapes.values():
         try:
-            context_files(profile, config, env)
+            context_files(ImageSpec(profile), config, env)
         except ImagectlError as exc:
             out.append(Violation("template-renders", profile.name, str(exc), "templates/"))
     return out

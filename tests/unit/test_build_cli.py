@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-import imagectl.engine.docker
+import imagectl.cli.building
 import imagectl.registry.access
 from imagectl.errors import OperationError
 from imagectl.images import builder
@@ -43,7 +43,7 @@ def engine(monkeypatch, registry) -> FakeEngine:
 
 def use_engine(monkeypatch, fake: FakeEngine) -> FakeEngine:
     """Make ``fake`` the engine of ``build``; no real registry or base lookup is reachable."""
-    monkeypatch.setattr(imagectl.engine.docker, "LazyEngine", lambda: fake)
+    monkeypatch.setattr(imagectl.cli.building, "LazyEngine", lambda: fake)
     monkeypatch.setattr(builder, "resolve_base_digest", lambda base, config, engine: BASE_DIGEST)
 
     def no_registry(host, **_):

@@ -1,15 +1,25 @@
-"""imagectl/cache.py: several entries per kind (least recently used evicted past the bound), corrupt entries
-recomputed, IMAGECTL_NO_CACHE, and writers racing each other over the same folder."""
+"""imagectl/cache.py: entries are JSON keyed by the request's content, several per kind (least recently used evicted
+past the bound), corrupt or foreign entries recomputed (and counted), nothing is ever unpickled, IMAGECTL_NO_CACHE,
+and writers racing each other over the same folder."""
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import threading
 from pathlib import Path
 
 import pytest
 
 from imagectl import cache
+
+TEXT = cache.Kind("text", encode=lambda value: value, decode=lambda text: text)
+
+
+def numbers(keep: int = cache.KEEP_PER_KIND) -> cache.Kind[int]:
+    """A kind whose values are ints written as decimal text (a non-number is a corrupt entry)."""
+    return cache.Kind("number", encode=str, decode=int, keep=keep)
 
 
 @pytest.fixture
@@ -20,34 +30,23 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "xdg" / "imagectl"
 
 
-@pytest.fixture
-def inputs(tmp_path: Path) -> list[Path]:
-    source = tmp_path / "input.toml"
-    source.write_text("x = 1\n")
-    return [source]
-
-
 class Computed:
-    """A compute function that counts its calls and returns ``(extra, call number)``."""
+    """A compute function that counts its calls and returns the call number."""
 
     def __init__(self) -> None:
         self.calls = 0
 
-    def __call__(self, extra: str) -> tuple[str, int]:
+    def __call__(self) -> int:
         self.calls += 1
-        return extra, self.calls
+        return self.calls
 
 
-def lookup(inputs: list[Path], compute: Computed, extra: str, kind: str = "context", keep: int = cache.KEEP_PER_KIND):
-    return cache.cached(kind, inputs, lambda: compute(extra), extra=extra, keep=keep)
+def lookup(request: dict, compute: Computed, keep: int = cache.KEEP_PER_KIND) -> int:
+    return cache.cached(numbers(keep), request, compute)
 
 
-def entries(home: Path, kind: str = "context") -> list[Path]:
-    return sorted(home.glob(f"{kind}-*.pickle"))
-
-
-def entry_of(home: Path, inputs: list[Path], extra: str, kind: str = "context") -> Path:
-    return home / f"{kind}-{cache.cache_key(kind, inputs, extra)}.pickle"
+def entries(home: Path, kind: str = "number") -> list[Path]:
+    return sorted(home.glob(f"{kind}-*.json"))
 
 
 def test_the_suite_never_uses_the_real_cache_or_state():
@@ -57,102 +56,127 @@ def test_the_suite_never_uses_the_real_cache_or_state():
     assert not Path(os.environ["XDG_STATE_HOME"]).is_relative_to(Path.home() / ".local" / "state")
 
 
-def test_several_keys_of_one_kind_all_hit_afterwards(home, inputs):
+def test_an_entry_is_plain_json_holding_its_request_and_value(home):
+    request = {"as_of": "2024-06-12", "inputs": ["torch==2.3.1"], "grace_days": 7}
+    assert lookup(request, Computed()) == 1
+    [entry] = entries(home)
+    assert json.loads(entry.read_text()) == {"format": cache.FORMAT, "key": request, "value": "1"}
+    assert entry.name == f"number-{cache.cache_key('number', request)}.json"
+
+
+def test_the_key_is_the_requests_content_in_any_key_order(home):
     compute = Computed()
-    profiles = [f"profile-{n}" for n in range(10)]
-    first = [lookup(inputs, compute, name) for name in profiles]
-    assert compute.calls == 10 and len(entries(home)) == 10
-    assert [lookup(inputs, compute, name) for name in profiles] == first
-    assert compute.calls == 10  # every one a hit: building one profile does not evict the others
+    assert lookup({"a": 1, "b": [1, 2]}, compute) == 1
+    assert lookup({"b": [1, 2], "a": 1}, compute) == 1  # the same request: a hit
+    assert lookup({"a": 1, "b": (1, 2)}, compute) == 1  # a tuple is the same JSON as a list
+    for changed in ({"a": 2, "b": [1, 2]}, {"a": 1, "b": [2, 1]}, {"a": 1}, {"a": 1, "b": [1, 2], "c": None}):
+        calls = compute.calls
+        assert lookup(changed, compute) == calls + 1, changed  # any change of any value is another entry
 
 
-def test_the_bound_holds_and_the_least_recently_used_goes(home, inputs):
+def test_several_keys_of_one_kind_all_hit_afterwards(home):
     compute = Computed()
-    for name in "abc":
-        lookup(inputs, compute, name, keep=3)
-    for age, name in enumerate("abc"):  # a oldest ... c newest, whatever the clock's resolution
-        os.utime(entry_of(home, inputs, name), ns=(10**18 + age * 10**9,) * 2)
-    lookup(inputs, compute, "a", keep=3)  # a hit makes "a" the most recently used
-    lookup(inputs, compute, "d", keep=3)  # ... so "b" is evicted
-    assert compute.calls == 4
-    assert entries(home) == sorted(entry_of(home, inputs, name) for name in "acd")
-    for name in "abcdefgh":
-        lookup(inputs, compute, name, keep=3)
-    assert len(entries(home)) == 3 and entry_of(home, inputs, "h") in entries(home)
+    firsts = [lookup({"n": n}, compute) for n in range(5)]
+    assert [lookup({"n": n}, compute) for n in range(5)] == firsts and compute.calls == 5
 
 
-def test_eviction_keeps_other_kinds(home, inputs):
+def test_the_bound_holds_and_the_least_recently_used_goes(home):
     compute = Computed()
-    lookup(inputs, compute, "m", kind="matrix")
-    for name in "abcde":
-        lookup(inputs, compute, name, keep=2)
-    assert len(entries(home)) == 2 and len(entries(home, "matrix")) == 1
-    calls = compute.calls
-    lookup(inputs, compute, "m", kind="matrix")
-    assert compute.calls == calls
+    for n in range(4):
+        lookup({"n": n}, compute, keep=3)
+        os.utime(cache.entry_path(numbers(), {"n": n}), (1000 + n, 1000 + n))
+    lookup({"n": 1}, compute, keep=3)  # a hit: {"n": 1} is the most recently used now
+    lookup({"n": 9}, compute, keep=3)
+    left = {json.loads(p.read_text())["key"]["n"] for p in entries(home)}
+    assert left == {1, 3, 9}
 
 
-def test_a_corrupt_entry_is_recomputed_and_replaced(home, inputs):
+def test_eviction_keeps_other_kinds(home):
+    cache.cached(TEXT, {"n": 0}, lambda: "other kind")
+    for n in range(5):
+        lookup({"n": n}, Computed(), keep=2)
+    assert len(entries(home)) == 2 and len(entries(home, "text")) == 1
+
+
+@pytest.mark.parametrize("corrupt", [
+    b"\x80\x05 not json",
+    json.dumps({"format": cache.FORMAT, "key": {"n": 1}, "value": "not a number"}).encode(),  # decode raises
+    json.dumps({"format": cache.FORMAT, "key": {"n": 2}, "value": "7"}).encode(),  # another request's entry
+    json.dumps({"format": cache.FORMAT + 1, "key": {"n": 1}, "value": "7"}).encode(),  # another layout
+    json.dumps({"format": cache.FORMAT, "key": {"n": 1}, "value": 7}).encode(),  # not text
+    json.dumps(["a", "list"]).encode(),
+])
+def test_a_corrupt_or_foreign_entry_is_recomputed_and_replaced(home, corrupt):
     compute = Computed()
-    assert lookup(inputs, compute, "a") == ("a", 1)
-    entry_of(home, inputs, "a").write_bytes(b"\x80\x05 not a pickle")
-    assert lookup(inputs, compute, "a") == ("a", 2)
-    assert lookup(inputs, compute, "a") == ("a", 2)  # the rewritten entry is a hit again
+    assert lookup({"n": 1}, compute) == 1
+    cache.entry_path(numbers(), {"n": 1}).write_bytes(corrupt)
+    assert lookup({"n": 1}, compute) == 2 and compute.calls == 2  # one recompute, counted
+    assert lookup({"n": 1}, compute) == 2 and compute.calls == 2  # the rewritten entry is a hit again
 
 
-def test_a_changed_input_is_a_new_key(home, inputs):
-    compute = Computed()
-    lookup(inputs, compute, "a")
-    inputs[0].write_text("x = 22\n")
-    assert lookup(inputs, compute, "a") == ("a", 2)
+class Planted:
+    """What a poisoned pickle would do when unpickled."""
+
+    def __reduce__(self):
+        return (Path.touch, (Path(os.environ["PLANTED_MARKER"]),))
 
 
-def test_errors_are_not_cached(home, inputs):
-    def fail() -> str:
+def test_a_pickle_planted_in_the_cache_is_never_unpickled(home, tmp_path, monkeypatch):
+    marker = tmp_path / "pwned"
+    monkeypatch.setenv("PLANTED_MARKER", str(marker))
+    home.mkdir(parents=True)
+    cache.entry_path(numbers(), {"n": 1}).write_bytes(pickle.dumps(Planted()))
+    (home / f"number-{cache.cache_key('number', {'n': 1})}.pickle").write_bytes(pickle.dumps(Planted()))
+    assert lookup({"n": 1}, Computed()) == 1
+    assert not marker.exists()
+
+
+def test_errors_are_not_cached(home):
+    def fail() -> int:
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError, match="boom"):
-        cache.cached("context", inputs, fail)
+        cache.cached(numbers(), {"n": 1}, fail)
     assert entries(home) == []
-    assert cache.cached("context", inputs, lambda: "fine") == "fine"
+    assert cache.cached(numbers(), {"n": 1}, lambda: 5) == 5
 
 
-def test_no_cache_bypasses_reads_and_writes(home, inputs, monkeypatch):
+def test_no_cache_bypasses_reads_and_writes(home, monkeypatch):
     compute = Computed()
-    lookup(inputs, compute, "a")
+    lookup({"n": 1}, compute)
     monkeypatch.setenv("IMAGECTL_NO_CACHE", "1")
-    assert lookup(inputs, compute, "a") == ("a", 2)  # the entry on disk is not read
-    assert lookup(inputs, compute, "b") == ("b", 3)
-    assert entries(home) == [entry_of(home, inputs, "a")]  # nor is anything written
+    assert lookup({"n": 1}, compute) == 2  # the entry on disk is not read
+    assert lookup({"n": 2}, compute) == 3
+    assert entries(home) == [cache.entry_path(numbers(), {"n": 1})]  # nor is anything written
 
 
-def test_an_unwritable_cache_is_bypassed(home, inputs, monkeypatch):
+def test_an_unwritable_cache_is_bypassed(home):
     home.parent.mkdir(parents=True)
     home.write_text("a file where the folder should be")
     compute = Computed()
-    assert lookup(inputs, compute, "a") == ("a", 1)
-    assert lookup(inputs, compute, "a") == ("a", 2)
+    assert lookup({"n": 1}, compute) == 1
+    assert lookup({"n": 1}, compute) == 2
 
 
-def test_temporary_files_of_dead_writers_are_removed(home, inputs):
+def test_temporary_files_of_dead_writers_are_removed(home):
     home.mkdir(parents=True)
-    stale, fresh = home / "context-0123.abc.tmp", home / "context-4567.def.tmp"
+    stale, fresh = home / "number-0123.abc.tmp", home / "number-4567.def.tmp"
     stale.write_bytes(b"partial")
     fresh.write_bytes(b"being written")
     os.utime(stale, (1, 1))
-    lookup(inputs, Computed(), "a")
+    lookup({"n": 1}, Computed())
     assert not stale.exists() and fresh.exists()
 
 
-def test_racing_writers_and_evictions_leave_a_bounded_readable_cache(home, inputs):
+def test_racing_writers_and_evictions_leave_a_bounded_readable_cache(home):
     errors: list[BaseException] = []
+    bounded = cache.Kind("text", encode=lambda value: value, decode=lambda text: text, keep=4)
 
     def worker(number: int) -> None:
-        compute = Computed()
         try:
             for n in range(30):
-                name = f"p{(n * (number + 1)) % 12}"
-                assert lookup(inputs, compute, name, keep=4)[0] == name
+                key = {"p": (n * (number + 1)) % 12}
+                assert cache.cached(bounded, key, lambda: json.dumps(key)) == json.dumps(key)
         except BaseException as exc:  # reported below, in the test's thread
             errors.append(exc)
 
@@ -162,4 +186,4 @@ def test_racing_writers_and_evictions_leave_a_bounded_readable_cache(home, input
     for thread in threads:
         thread.join()
     assert errors == []
-    assert len(entries(home)) <= 4 and list(home.glob("*.tmp")) == []
+    assert len(entries(home, "text")) <= 4 and list(home.glob("*.tmp")) == []

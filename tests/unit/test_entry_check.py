@@ -17,6 +17,7 @@ import pytest
 
 from imagectl.config import Config
 from imagectl.errors import ValidationError
+from imagectl.image_spec import ImageSpec
 from imagectl.matrix.names import resolve_profile
 from imagectl.render.context import render_context
 from imagectl.render.dockerfile import ENTRY_TEMPLATE, context_files, make_environment, render_template
@@ -63,7 +64,7 @@ def node(matrix, tmp_path) -> Node:
     for tool in ("sh", "timeout", "env"):
         os.symlink(shutil.which(tool), bin_dir / tool)
     version_file, next_entrypoint = tmp_path / "proc-version", tmp_path / "base-entrypoint.sh"
-    context = render_context(resolve_profile(PROFILE, matrix), Config())
+    context = render_context(ImageSpec(resolve_profile(PROFILE, matrix)), Config())
     context["entry"] = {**context["entry"], "driver_version_file": str(version_file),
                         "next_entrypoint": str(next_entrypoint)}
     script = tmp_path / "entry.sh"
@@ -179,7 +180,7 @@ def test_it_hands_over_to_the_base_entrypoint_where_the_base_has_one(node, shell
 
 
 def test_the_shipped_script_reads_nvidia_smi_then_the_kernel_module(matrix):
-    script = context_files(resolve_profile(PROFILE, matrix), Config())["imagectl-entry.sh"].decode()
+    script = context_files(ImageSpec(resolve_profile(PROFILE, matrix)), Config())["imagectl-entry.sh"].decode()
     assert script.startswith("#!/bin/sh\n")
     assert "imagectl_min_driver='530.30.02'\nimagectl_min_driver_compat='525.60.13'\n" in script
     assert "imagectl_version_file='/proc/driver/nvidia/version'\n" in script
@@ -194,4 +195,4 @@ def test_floors_that_are_not_driver_versions_never_reach_the_script(matrix, fiel
     profile = resolve_profile(PROFILE, matrix)
     bad = dataclasses.replace(profile, toolkit=dataclasses.replace(profile.toolkit, **{field: value}))
     with pytest.raises(ValidationError, match=field):
-        context_files(bad, Config())
+        context_files(ImageSpec(bad), Config())

@@ -2,6 +2,7 @@ import pytest
 
 from imagectl.config import Config
 from imagectl.errors import InputError, ValidationError
+from imagectl.image_spec import ImageSpec
 from imagectl.matrix.names import resolve_profile
 from imagectl.reference import parse_reference
 from imagectl.render.dockerfile import context_files
@@ -31,14 +32,15 @@ def test_read_requirements_missing_file(tmp_path):
 
 def test_extras_on_a_given_base(matrix):
     base = parse_reference("registry.example.com/team/torch:stable")
-    files = context_files(resolve_profile("torch-2.3-cu121", matrix), Config(), extras=["einops==0.8.0"],
-                          base_image=base, base_digest="sha256:" + "c" * 64)
+    spec = ImageSpec(resolve_profile("torch-2.3-cu121", matrix), extras=("einops==0.8.0",), user_base=base,
+                     base_digest="sha256:" + "c" * 64)
+    files = context_files(spec, Config())
     dockerfile = files["Dockerfile"].decode()
     assert dockerfile.splitlines()[1] == "FROM registry.example.com/team/torch:stable@sha256:" + "c" * 64
     assert "python -m venv" not in dockerfile and "extra-requirements.txt" in dockerfile
     assert 'org.opencontainers.image.base.name="registry.example.com/team/torch:stable"' in dockerfile
     with pytest.raises(ValidationError, match="--base needs extra packages"):
-        context_files(resolve_profile("torch-2.3-cu121", matrix), Config(), base_image=base)
+        context_files(ImageSpec(resolve_profile("torch-2.3-cu121", matrix), user_base=base), Config())
 
 
 def test_a_bad_line_is_quoted_when_the_rest_of_the_file_is_requirements():

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from imagectl.config import Config
+from imagectl.image_spec import ImageSpec
 from imagectl.imagecheck.compare import compare, failed
 from imagectl.labels import expectations_from_profile
 from imagectl.matrix.names import resolve_profile
@@ -128,7 +129,7 @@ def standins(tmp_path: Path) -> Path:
 def check_script(profile, tmp_path: Path) -> Path:
     """The profile's rendered in-image check script, written to ``tmp_path``."""
     path = tmp_path / f"{profile.name}-check.py"
-    path.write_bytes(context_files(profile, Config())["imagectl-check.py"])
+    path.write_bytes(context_files(ImageSpec(profile), Config())["imagectl-check.py"])
     return path
 
 

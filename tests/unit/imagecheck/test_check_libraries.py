@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from imagectl.config import Config
+from imagectl.image_spec import ImageSpec
 from imagectl.imagecheck.compare import compare, failed
 from imagectl.labels import expectations_from_profile
 from imagectl.matrix.names import resolve_profile
@@ -33,7 +34,7 @@ def check_script(matrix) -> tuple[dict[str, Any], Any]:
     """The names the rendered check script of torch-2.3-cu121 defines (run as a module, not as ``__main__``),
     and the profile."""
     profile = resolve_profile("torch-2.3-cu121", matrix)
-    source = context_files(profile, Config())["imagectl-check.py"].decode()
+    source = context_files(ImageSpec(profile), Config())["imagectl-check.py"].decode()
     names: dict[str, Any] = {"__name__": "imagectl_check"}
     exec(compile(source, "imagectl-check.py", "exec"), names)
     return names, profile

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from imagectl.config import Config
+from imagectl.image_spec import ImageSpec
 from imagectl.imagecheck.compare import compare, failed
 from imagectl.labels import expectations, labels_for
 from imagectl.matrix.names import resolve_profile
@@ -63,7 +64,8 @@ def fake_nvcc(home: Path, release: str) -> Path:
 
 def run_partial(profile, tmp_path: Path, path: str, env: dict[str, str] | None = None):
     """Render the partial for ``profile``, run it with this Python; its ``cuda_toolchain_facts()``."""
-    text = render_template(make_environment(template_dirs(Config())), PARTIAL, render_context(profile, Config()))
+    context = render_context(ImageSpec(profile), Config())
+    text = render_template(make_environment(template_dirs(Config())), PARTIAL, context)
     script = tmp_path / "toolchain.py"
     script.write_text("import os\nimport subprocess\n" + text
                       + "\n\nimport json\nprint(json.dumps(cuda_toolchain_facts()))\n")
@@ -79,7 +81,7 @@ def judged(profile, facts):
                             "cudnn": profile.variant.cudnn, "nccl": profile.variant.nccl}}
     if facts is not None:
         report["framework"]["cuda_toolchain"] = facts
-    findings = compare(expectations(labels_for(profile, profile.base_image)), report)
+    findings = compare(expectations(labels_for(ImageSpec(profile), profile.base_image)), report)
     return [f for f in findings if f.what == WHAT], failed(findings)
 
 
@@ -135,9 +137,10 @@ def test_a_flavour_without_the_toolkit_reports_nothing_and_gets_no_finding(matri
 
 
 def test_the_check_script_reports_the_toolchain_only_on_devel(matrix, devel):
-    check = context_files(devel, Config())["imagectl-check.py"].decode()
+    check = context_files(ImageSpec(devel), Config())["imagectl-check.py"].decode()
     assert '_CUDA_HOME_EXPECTED = "/usr/local/cuda"\n' in check
     assert 'facts["cuda_toolchain"] = toolchain' in check
     compile(check, "check.py", "exec")
-    runtime = context_files(resolve_profile("torch-2.3-cu121", matrix), Config())["imagectl-check.py"].decode()
+    runtime = context_files(ImageSpec(resolve_profile("torch-2.3-cu121", matrix)), Config())["imagectl-check.py"]
+    runtime = runtime.decode()
     assert '_CUDA_HOME_EXPECTED = ""\n' in runtime

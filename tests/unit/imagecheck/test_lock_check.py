@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from imagectl.config import Config
+from imagectl.image_spec import ImageSpec
 from imagectl.imagecheck.compare import Finding, compare, failed
 from imagectl.labels import EXTRAS, LOCK_PACKAGES, LOCK_SHA256, expectations
 from imagectl.matrix.names import resolve_profile
@@ -181,7 +182,7 @@ def test_no_lock_makes_no_lock_finding():
 
 
 def render_check(profile, lock_check: dict[str, Any]) -> str:
-    context = {**render_context(profile, Config()), "lock_check": lock_check}
+    context = {**render_context(ImageSpec(profile), Config()), "lock_check": lock_check}
     return render_template(make_environment(template_dirs(Config())), CHECK_TEMPLATE, context)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from imagectl.config import Config
-from imagectl.engine import ImageInfo, LineSink
+from imagectl.engine import EngineBuild, ImageInfo, LineSink
 from imagectl.errors import BuildError, EngineError, NotFoundError
 from imagectl.imagecheck.run import CHECK_COMMAND
 from imagectl.labels import (CUDA, CUDNN, EXTRAS, FRAMEWORK, FRAMEWORK_VERSION, LOCK_PACKAGES, LOCK_SHA256, NCCL,
@@ -167,8 +167,8 @@ class FakeEngine:
         return image_id if image_id in self.images else None
 
     # -- the Engine protocol
-    def build(self, context: Path, labels: Mapping[str, str], network: str | None, build_args: Mapping[str, str],
-              no_cache: bool, on_line: LineSink) -> str:
+    def build(self, context: Path, spec: EngineBuild, on_line: LineSink) -> str:
+        labels, network, build_args, no_cache = spec.labels, spec.network, spec.build_args, spec.no_cache
         files = context_of(context)
         dockerfile = files["Dockerfile"].decode()
         all_labels = {**dockerfile_labels(dockerfile), **labels}

@@ -28,7 +28,11 @@ from imagectl.errors import BuildError, OperationError
 from imagectl.images import builder, context_dirs, tester
 from imagectl.images.base_digest import resolve_base_digest
 from imagectl.images.build_key import build_key
-from imagectl.images.builder import BuildOptions, build_many, build_one
+from imagectl.image_spec import ImageSpec
+from imagectl.images.builder import base_resolver, build_many, build_one, plan_many
+from imagectl.images.plan import BuildOptions, BuildRequest, plan_build
+from imagectl.images.trace import Trace
+from imagectl.lock.make import lock_for_build
 from imagectl.imagecheck.run import CHECK_COMMAND
 from imagectl.labels import BUILD_KEY, NCCL, OCI_BASE_DIGEST, OCI_BASE_NAME, PROFILE, labels_for
 from imagectl.matrix.names import resolve_profile
@@ -128,7 +132,23 @@ def with_registry(**changes) -> Config:
 
 
 def build(profile, config, engine, logs: Logs | None = None, **options):
-    return build_one(profile, config, engine, BuildOptions(**options), (logs or Logs()).sink(profile.name))
+    """Plan and build one profile as ``build_many`` does, but raising what the build raises."""
+    trace = Trace((logs or Logs()).sink(profile.name))
+    plan = plan_build(BuildRequest(profile, BuildOptions(**options)), config, base_resolver(config, engine), trace)
+    result = build_one(plan, config, engine, trace)
+    result.phases = trace.seconds
+    return result
+
+
+def many(profiles, config, engine, jobs: int = 1, logs: Logs | None = None, **options):
+    """``build_many`` of ``profiles`` with the same options."""
+    requests = [BuildRequest(p, BuildOptions(**options)) for p in profiles]
+    return build_many(requests, config, engine, jobs, (logs or Logs()).sink)
+
+
+def plan_one(profile, config, engine, **options):
+    """What ``build --plan`` says of one profile."""
+    return plan_many([BuildRequest(profile, BuildOptions(**options))], config, engine)[0]
 
 
 def test_fresh_build_tags_pushes_and_moves_latest(profile, engine, registry, bases):
@@ -230,19 +250,22 @@ def test_force_builds_again_and_moves_latest(profile, engine, registry):
                                                                  (again.digest, first.digest, "build")]
 
 
-def test_index_credentials_reach_the_context_but_never_the_result_cache(profile, engine, registry, tmp_path):
+def test_index_credentials_reach_the_context_but_never_the_plan_files_or_the_cache(profile, engine, registry,
+                                                                                   tmp_path):
     password = "S3cr3t-0f-the-index"
     config = with_registry(pip_index_url=f"https://user:{password}@pypi.example.com/simple")
+    plan = plan_build(BuildRequest(profile), config, base_resolver(config, engine), Trace())
     first = build(profile, config, engine)
-    again = build(profile, config, engine, force=True)  # its context comes from the result cache
+    again = build(profile, config, engine, force=True)
 
     assert (first.status, again.status, len(engine.builds)) == ("built", "built", 2)
     for made in engine.builds:
         assert password.encode() in made.files["imagectl-pip.netrc"]
+    assert not [name for name, content in plan.files.items() if password.encode() in content]  # held apart
+    assert password not in repr(plan) and password.encode() in plan.netrc
     cache = tmp_path / "xdg_cache_home" / "imagectl"
     entries = [p for p in cache.rglob("*") if p.is_file()]
-    assert any(p.name.startswith("context-") for p in entries)  # the context was cached ...
-    assert not [p for p in entries if password.encode() in p.read_bytes()]  # ... without the password
+    assert not [p for p in entries if password.encode() in p.read_bytes()]
 
 
 @pytest.mark.parametrize("lie, crash, message", [
@@ -303,7 +326,7 @@ def test_build_many_reports_one_failure_and_builds_the_others(matrix, engine, re
     engine.fail_builds("pip: resolution impossible", profile="torch-2.3-cu118")
     logs = Logs()
 
-    results = build_many(profiles, with_registry(), engine, BuildOptions(), 2, logs.sink)
+    results = many(profiles, with_registry(), engine, jobs=2, logs=logs)
     assert [(r.profile, r.status) for r in results] == [(names[0], "built"), (names[1], "failed"), (names[2], "built")]
     assert results[1].error == "build: build failed: pip: resolution impossible" and results[1].tag == ""
     assert results[1].log_tail[-1] == "ERROR: pip: resolution impossible"  # the CLI shows it where not streamed
@@ -321,7 +344,7 @@ def test_build_many_turns_other_errors_into_failed_results(matrix, engine, regis
         raise OperationError("the mirror is down")
 
     monkeypatch.setattr(builder, "resolve_base_digest", refuse)
-    results = build_many([resolve_profile(NAME, matrix)], with_registry(), engine, BuildOptions(), 1, Logs().sink)
+    results = many([resolve_profile(NAME, matrix)], with_registry(), engine)
     assert [(r.status, r.error) for r in results] == [("failed", "the mirror is down")] and engine.builds == []
 
 
@@ -364,10 +387,10 @@ def test_added_context_files_reach_the_build_and_the_key(profile, engine, regist
 def test_the_built_image_carries_the_profile_labels_the_check_compares(profile, engine, registry):
     build(profile, with_registry(), engine)
     labels = engine.images[engine.builds[0].image].labels
-    base = builder.base_reference(profile, with_registry()).with_digest(BASE_DIGEST)
-    lock = builder.lock_for_build(profile, with_registry()).lock
-    assert {k: v for k, v in labels.items() if k != BUILD_KEY} == labels_for(profile, base,
-                                                                             lock=(lock.sha256, lock.versions))
+    lock = lock_for_build(profile, with_registry()).lock
+    spec = ImageSpec(profile, base_digest=BASE_DIGEST, lock=lock)
+    base = profile.base_image.with_digest(BASE_DIGEST)
+    assert {k: v for k, v in labels.items() if k != BUILD_KEY} == labels_for(spec, base)
     assert labels[PROFILE] == NAME and labels[OCI_BASE_NAME] == BASE
     assert check_report(labels)["framework"]["nccl"] == profile.variant.nccl == "2.20.5"
 
@@ -596,19 +619,19 @@ def test_a_failed_build_keeps_its_phases_step_tail_and_real_seconds(matrix, engi
         raise OperationError("the mirror is down")
 
     monkeypatch.setattr(builder, "resolve_base_digest", slow_refusal)
-    [failed] = build_many([resolve_profile(NAME, matrix)], with_registry(), engine, BuildOptions(), 1, Logs().sink)
+    [failed] = many([resolve_profile(NAME, matrix)], with_registry(), engine)
     assert failed.status == "failed" and failed.seconds >= 0.1 and failed.phases["resolve"] >= 0.15
     assert failed.repository == REPO and failed.step == "" and failed.log_tail == []
 
     monkeypatch.setattr(builder, "resolve_base_digest", lambda base, config, engine: BASE_DIGEST)
     engine.fail_builds("pip: resolution impossible")
-    [failed] = build_many([resolve_profile(NAME, matrix)], with_registry(), engine, BuildOptions(), 1, Logs().sink)
+    [failed] = many([resolve_profile(NAME, matrix)], with_registry(), engine)
     assert (failed.step, failed.log_tail[-1]) == ("build", "ERROR: pip: resolution impossible")
     assert "build" in failed.phases and "check" not in failed.phases
 
 
 def test_plan_one_says_build_reuse_or_refused_and_changes_nothing(profile, engine, registry, monkeypatch):
-    plan = builder.plan_one(profile, with_registry(), engine, BuildOptions())
+    plan = plan_one(profile, with_registry(), engine)
     assert (plan.profile, plan.action, plan.repository, plan.tag) == (NAME, "build", REPO, "")
     assert engine.builds == [] and registry.store(REPO).tag_map == {}
 
@@ -616,16 +639,16 @@ def test_plan_one_says_build_reuse_or_refused_and_changes_nothing(profile, engin
     assert plan.key == engine.builds[0].labels[BUILD_KEY]
     store = registry.store(REPO)
     store.calls.clear()
-    again = builder.plan_one(profile, with_registry(), engine, BuildOptions())
+    again = plan_one(profile, with_registry(), engine)
     assert (again.action, again.tag, again.key) == ("reuse", built.tag, plan.key)
     assert store.calls == [("tag_with_key", plan.key)]
-    assert builder.plan_one(profile, with_registry(), engine, BuildOptions(force=True)).action == "build"
+    assert plan_one(profile, with_registry(), engine, force=True).action == "build"
 
     def refuse(base, config, engine):
         raise OperationError("the mirror is down")
 
     monkeypatch.setattr(builder, "resolve_base_digest", refuse)
-    refused = builder.plan_one(profile, with_registry(), engine, BuildOptions())
+    refused = plan_one(profile, with_registry(), engine)
     assert (refused.action, refused.reason) == ("refused", "the mirror is down") and len(engine.builds) == 1
 
 

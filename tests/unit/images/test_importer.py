@@ -11,6 +11,7 @@ import pytest
 from imagectl.config import Config
 from imagectl.engine import ImageInfo
 from imagectl.errors import OperationError
+from imagectl.image_spec import ImageSpec
 from imagectl.cli.tag_views import import_json
 from imagectl.images.importer import (
     ImportEnvironment,
@@ -44,7 +45,7 @@ def test_expectations_from_profile_are_the_profiles_versions_and_pins(matrix):
                       "cudnn": profile.variant.cudnn, "nccl": profile.variant.nccl, "python": profile.python,
                       "packages": dict(profile.packages), "lock": None, "lock_sha256": None, "extras": {}}
     assert expect["packages"] and expect["version"].startswith("2.3.")
-    assert expectations(labels_for(profile, profile.base_image)) == expect
+    assert expectations(labels_for(ImageSpec(profile), profile.base_image)) == expect
 
 
 def test_matching_profiles(matrix):

@@ -8,9 +8,10 @@ import pytest
 from imagectl.config import Config
 from imagectl.errors import InputError
 from imagectl.lock.asof import check_policy, resolve_as_of
-from imagectl.lock.extras import added_packages, conflicts
+from imagectl.lock.extras import conflicts
 from imagectl.lock.layers import layer_of, split_layers
-from imagectl.lock.lockfile import Lock, LockHeader, format_lock, package, parse_lock, requirement_lines
+from imagectl.lock.lockfile import (Lock, LockHeader, added_packages, format_lock, package, parse_lock,
+                                    requirement_lines)
 from imagectl.lock.resolve import uv_arguments, uv_cause, uv_environment
 from imagectl.lock.store import find_lock, lock_dirs, write_lock
 from imagectl.lock.target import Target, lock_inputs, profile_lock_id

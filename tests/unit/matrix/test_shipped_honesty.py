@@ -76,13 +76,13 @@ def test_matrix_formats_carry_verified(run_cli):
 @pytest.fixture
 def fake_engine(monkeypatch):
     """``build`` over the fake engine of tests/unit/images (no Docker, no registry)."""
-    import imagectl.engine.docker
+    import imagectl.cli.building
     from imagectl.images import builder
     from tests.unit.images.enginefake import FakeEngine, FakeRegistry
 
     registry = FakeRegistry()
     monkeypatch.setattr(builder, "open_tag_store", registry.open_tag_store)
-    monkeypatch.setattr(imagectl.engine.docker, "LazyEngine", lambda: FakeEngine(registry))
+    monkeypatch.setattr(imagectl.cli.building, "LazyEngine", lambda: FakeEngine(registry))
     monkeypatch.setattr(builder, "resolve_base_digest", lambda base, config, engine: "sha256:" + "b" * 64)
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from imagectl.config import Config
 from imagectl.errors import TemplateError, ValidationError
+from imagectl.image_spec import ImageSpec
 from imagectl.matrix.names import resolve_profile
 from imagectl.images.build_key import build_key
 from imagectl.reference import parse_reference
@@ -16,6 +17,11 @@ from imagectl.render.dockerfile import context_files, write_context
 GOLDEN = Path(__file__).parent / "golden"
 MIRRORED = Config(mirrors={"docker.io": "mirror.example.com/hub"}, apt_mirror="http://apt.example.com/ubuntu",
                   pip_extra_index_urls=("https://extra.example.com/simple",), pip_trusted_hosts=("extra.example.com",))
+
+
+def files_of(profile, config: Config, **spec) -> dict[str, bytes]:
+    """The build context of the image of ``profile`` (an ImageSpec's fields as keywords)."""
+    return context_files(ImageSpec(profile, **spec), config)
 
 
 def check_golden(name: str, text: str) -> None:
@@ -30,7 +36,7 @@ def check_golden(name: str, text: str) -> None:
     ("torch-2.3-cu118-devel", MIRRORED, "torch-2.3-cu118-devel.mirrored.Dockerfile"),
 ])
 def test_golden_dockerfiles(matrix, profile, config, golden):
-    files = context_files(resolve_profile(profile, matrix), config)
+    files = files_of(resolve_profile(profile, matrix), config)
     check_golden(golden, files["Dockerfile"].decode())
 
 
@@ -40,7 +46,7 @@ def layer_files(files: dict[str, bytes]) -> str:
 
 
 def test_requirements_pin_everything_with_the_variant_index(matrix):
-    req = layer_files(context_files(resolve_profile("torch-2.3-cu118", matrix), MIRRORED))
+    req = layer_files(files_of(resolve_profile("torch-2.3-cu118", matrix), MIRRORED))
     assert "--index-url https://download.pytorch.org/whl/cu118\n" in req
     assert "--extra-index-url https://extra.example.com/simple\n" in req
     for pin in ("torch==2.3.1", "torchvision==0.18.1", "nvidia-nccl-cu11==2.20.5", "nvidia-cudnn-cu11==8.7.0.84"):
@@ -49,29 +55,29 @@ def test_requirements_pin_everything_with_the_variant_index(matrix):
 
 def test_configured_index_replaces_default(matrix):
     cfg = Config(pip_index_url="https://pypi.example.com/whl/{cuda_tag}")
-    req = layer_files(context_files(resolve_profile("torch-2.3-cu121", matrix), cfg))
+    req = layer_files(files_of(resolve_profile("torch-2.3-cu121", matrix), cfg))
     assert "--index-url https://pypi.example.com/whl/cu121\n" in req
 
 
 def test_rendering_is_deterministic_and_base_is_pinned(matrix):
     p = resolve_profile("torch-2.3-cu121", matrix)
     digest = "sha256:" + "ab" * 32
-    one = context_files(p, MIRRORED, base_digest=digest)
-    assert one == context_files(p, MIRRORED, base_digest=digest)
+    one = context_files(ImageSpec(p, base_digest=digest), MIRRORED)
+    assert one == context_files(ImageSpec(p, base_digest=digest), MIRRORED)
     dockerfile = one["Dockerfile"].decode()
     assert f"FROM mirror.example.com/hub/nvidia/cuda:12.1.1-runtime-ubuntu22.04@{digest}\n" in dockerfile
     assert f'org.opencontainers.image.base.digest="{digest}"' in dockerfile
 
 
 def test_layers_shared_and_extras_last(matrix):
-    a = context_files(resolve_profile("torch-2.3-cu121", matrix), Config())["Dockerfile"].decode()
-    b = context_files(resolve_profile("torch-2.3-cu118", matrix), Config())["Dockerfile"].decode()
+    a = files_of(resolve_profile("torch-2.3-cu121", matrix), Config())["Dockerfile"].decode()
+    b = files_of(resolve_profile("torch-2.3-cu118", matrix), Config())["Dockerfile"].decode()
     def steps_after_from(text: str) -> str:
         return text.split("COPY lock-1-")[0].split("\nFROM ", 1)[1].split("\n", 1)[1]
 
     assert "python3.10 -m venv" in steps_after_from(a)
     assert steps_after_from(a) == steps_after_from(b)  # same Python/venv steps: cached once per base
-    with_extras = context_files(resolve_profile("torch-2.3-cu121", matrix), Config(), extras=["einops==0.8.0"])
+    with_extras = files_of(resolve_profile("torch-2.3-cu121", matrix), Config(), extras=("einops==0.8.0",))
     text = with_extras["Dockerfile"].decode()
     runs = [line for line in text.splitlines() if line.startswith(("RUN", "COPY"))]
     assert runs[-1].startswith("RUN pip install") and "extras-lock.txt" in runs[-1]  # the last layer
@@ -85,13 +91,13 @@ def test_layers_shared_and_extras_last(matrix):
 ])
 def test_extra_requirement_injection_is_rejected(matrix, extra):
     with pytest.raises(ValidationError):
-        context_files(resolve_profile("torch-2.3-cu121", matrix), Config(), extras=[extra])
+        files_of(resolve_profile("torch-2.3-cu121", matrix), Config(), extras=(extra,))
 
 
 def test_user_templates_override_partials(matrix, tmp_path):
     (tmp_path / "partials").mkdir()
     (tmp_path / "partials" / "ca.j2").write_text("\n# team partial for {{ profile.name }}\n")
-    files = context_files(resolve_profile("torch-2.3-cu121", matrix), Config(template_dirs=(tmp_path,)))
+    files = files_of(resolve_profile("torch-2.3-cu121", matrix), Config(template_dirs=(tmp_path,)))
     text = files["Dockerfile"].decode()
     assert "# team partial for torch-2.3-cu121" in text
 
@@ -100,13 +106,13 @@ def test_undefined_variable_is_a_template_error(matrix, tmp_path):
     (tmp_path / "partials").mkdir()
     (tmp_path / "partials" / "ca.j2").write_text("{{ no_such_thing }}")
     with pytest.raises(TemplateError, match="no_such_thing"):
-        context_files(resolve_profile("torch-2.3-cu121", matrix), Config(template_dirs=(tmp_path,)))
+        files_of(resolve_profile("torch-2.3-cu121", matrix), Config(template_dirs=(tmp_path,)))
 
 
 def test_ca_bundle_is_copied_into_context(matrix, tmp_path):
     ca = tmp_path / "corp.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")
-    files = context_files(resolve_profile("torch-2.3-cu121", matrix), Config(ca_bundle=ca))
+    files = files_of(resolve_profile("torch-2.3-cu121", matrix), Config(ca_bundle=ca))
     assert files["ca.pem"] == ca.read_bytes() and b"COPY ca.pem" in files["Dockerfile"]
     written = write_context(files, tmp_path / "ctx")
     assert sorted(p.name for p in written) == ["Dockerfile", "ca.pem", "constraints.txt", "imagectl-check.py",
@@ -114,7 +120,7 @@ def test_ca_bundle_is_copied_into_context(matrix, tmp_path):
 
 
 def test_check_script_is_valid_python(matrix):
-    script = context_files(resolve_profile("torch-2.3-cu121", matrix), Config())["imagectl-check.py"].decode()
+    script = files_of(resolve_profile("torch-2.3-cu121", matrix), Config())["imagectl-check.py"].decode()
     compile(script, "imagectl-check.py", "exec")
 
 
@@ -124,12 +130,12 @@ WITH_CREDENTIALS = Config(pip_index_url=f"https://user:{SECRET}@pypi.example.com
 
 
 def test_golden_dockerfile_with_index_credentials(matrix):
-    files = context_files(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS, extras=["einops==0.8.0"])
+    files = files_of(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS, extras=("einops==0.8.0",))
     check_golden("torch-2.3-cu121.credentials.Dockerfile", files["Dockerfile"].decode())
 
 
 def test_index_credentials_reach_only_the_netrc_file(matrix):
-    files = context_files(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS, extras=["einops==0.8.0"])
+    files = files_of(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS, extras=("einops==0.8.0",))
     assert [name for name, content in files.items() if SECRET.encode() in content] == [NETRC_FILE]
     assert files[NETRC_FILE] == (f"machine extra.example.com login bot password {SECRET}x\n"
                                  f"machine pypi.example.com login user password {SECRET}\n").encode()
@@ -139,8 +145,8 @@ def test_index_credentials_reach_only_the_netrc_file(matrix):
 
 
 def test_final_stage_copies_the_environment_and_never_the_credentials(matrix):
-    text = context_files(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS,
-                         extras=["einops==0.8.0"])["Dockerfile"].decode()
+    files = files_of(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS, extras=("einops==0.8.0",))
+    text = files["Dockerfile"].decode()
     install, final = text.split("\nFROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04\n")
     assert "AS imagectl-install" in install and f"COPY {NETRC_FILE} " in install
     assert ("pip install --no-cache-dir --no-deps --require-hashes --only-binary :all: "
@@ -152,8 +158,8 @@ def test_final_stage_copies_the_environment_and_never_the_credentials(matrix):
 
 def test_extras_on_a_base_with_index_credentials(matrix):
     base = parse_reference("registry.example.com/team/torch:stable")
-    files = context_files(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS, extras=["einops==0.8.0"],
-                          base_image=base)
+    files = files_of(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS, extras=("einops==0.8.0",),
+                     user_base=base)
     install, final = files["Dockerfile"].decode().split("\nFROM registry.example.com/team/torch:stable\n")
     assert f"COPY {NETRC_FILE} " in install and "python -m pip install" in install
     assert NETRC_FILE not in final and "COPY --from=imagectl-install /opt/venv /opt/venv\n" in final
@@ -163,7 +169,7 @@ def test_one_credential_per_index_host(matrix):
     cfg = Config(pip_index_url="https://a:one1@pypi.example.com/simple",
                  pip_extra_index_urls=("https://a:two2@pypi.example.com/other",))
     with pytest.raises(ValidationError, match="pypi.example.com different credentials") as caught:
-        context_files(resolve_profile("torch-2.3-cu121", matrix), cfg)
+        files_of(resolve_profile("torch-2.3-cu121", matrix), cfg)
     assert "one1" not in str(caught.value) and "two2" not in str(caught.value)
 
 
@@ -171,7 +177,7 @@ def test_build_key_follows_the_index_without_showing_the_credential(matrix):
     profile = resolve_profile("torch-2.3-cu121", matrix)
 
     def key(url: str) -> str:
-        return build_key(context_files(profile, Config(pip_index_url=url)), "sha256:" + "a" * 64, {})
+        return build_key(context_files(ImageSpec(profile), Config(pip_index_url=url)), "sha256:" + "a" * 64, {})
 
     one = key(f"https://user:{SECRET}@pypi.example.com/simple")
     assert one == key(f"https://user:{SECRET}@pypi.example.com/simple") and SECRET not in one
@@ -183,7 +189,7 @@ def test_build_key_follows_the_index_without_showing_the_credential(matrix):
 
 
 def test_netrc_file_is_written_for_its_owner_only(matrix, tmp_path):
-    files = context_files(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS)
+    files = files_of(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS)
     write_context(files, tmp_path)
     assert (tmp_path / NETRC_FILE).stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "Dockerfile").stat().st_mode & 0o077 != 0
@@ -222,7 +228,7 @@ def test_a_hostile_user_template_is_a_template_error_and_runs_nothing(matrix, tm
     (templates / "partials").mkdir(parents=True)
     (templates / "partials" / "ca.j2").write_text("# line 1\n" + hostile_payloads(marker)[index] + "\n")
     with pytest.raises(TemplateError, match=r"evil/partials/ca.j2:2: template error: SecurityError: .* unsafe"):
-        context_files(resolve_profile("torch-2.3-cu121", matrix), Config(template_dirs=(templates,)))
+        files_of(resolve_profile("torch-2.3-cu121", matrix), Config(template_dirs=(templates,)))
     assert not marker.exists()
 
 
@@ -236,7 +242,7 @@ def test_any_failure_of_a_user_template_is_one_template_error_line(matrix, tmp_p
     (tmp_path / "partials").mkdir()
     (tmp_path / "partials" / "ca.j2").write_text(template)
     with pytest.raises(TemplateError, match=message) as caught:
-        context_files(resolve_profile("torch-2.3-cu121", matrix), Config(template_dirs=(tmp_path,)))
+        files_of(resolve_profile("torch-2.3-cu121", matrix), Config(template_dirs=(tmp_path,)))
     assert "partials/ca.j2:1: " in str(caught.value) and len(str(caught.value).splitlines()) == 1
 
 
@@ -269,8 +275,8 @@ def test_the_shipped_templates_render_the_same_in_the_sandbox(matrix):
     plain.filters.update(q=quote, assignments=assignments)
     for profile in list_profiles(matrix):
         for extras in ((), ("einops==0.8.0",)):
-            assert context_files(profile, MIRRORED, sandboxed, extras=extras) == \
-                context_files(profile, MIRRORED, plain, extras=extras), profile.name
+            assert context_files(ImageSpec(profile, extras=extras), MIRRORED, sandboxed) == \
+                context_files(ImageSpec(profile, extras=extras), MIRRORED, plain), profile.name
 
 
 def jit_step(dockerfile: str) -> str:
@@ -282,7 +288,7 @@ def jit_step(dockerfile: str) -> str:
 
 
 def test_jit_packages_are_one_layer_after_python_and_before_the_framework(matrix):
-    text = context_files(resolve_profile("torch-2.3-cu121", matrix), Config())["Dockerfile"].decode()
+    text = files_of(resolve_profile("torch-2.3-cu121", matrix), Config())["Dockerfile"].decode()
     venv, jit, framework = (text.index("-m venv /opt/venv"), text.index("[framework] jit_packages"),
                             text.index("COPY lock-1-"))
     assert venv < jit < framework
@@ -290,12 +296,12 @@ def test_jit_packages_are_one_layer_after_python_and_before_the_framework(matrix
     assert "    for p in g++ gcc python3.10-dev; do \\\n" in step  # sorted, for the profile's Python
     assert "apt-get install -y --no-install-recommends $missing; \\\n" in step
     assert "rm -rf /var/lib/apt/lists/*" in step and "sed -i" not in step
-    py311 = context_files(resolve_profile("torch-2.3-cu121-py3.11", matrix), Config())["Dockerfile"].decode()
+    py311 = files_of(resolve_profile("torch-2.3-cu121-py3.11", matrix), Config())["Dockerfile"].decode()
     assert "for p in g++ gcc python3.11-dev; do" in jit_step(py311)
 
 
 def test_the_jit_layer_honours_the_apt_mirror(matrix):
-    step = jit_step(context_files(resolve_profile("torch-2.3-cu121", matrix), MIRRORED)["Dockerfile"].decode())
+    step = jit_step(files_of(resolve_profile("torch-2.3-cu121", matrix), MIRRORED)["Dockerfile"].decode())
     sed = "sed -i -E 's#https?://(archive|security|ports)\\.ubuntu\\.com/ubuntu(-ports)?/?#http://apt.example.com/ubuntu/#g'"
     assert sed in step and step.index(sed) < step.index("apt-get update")
 
@@ -306,9 +312,9 @@ def test_no_jit_layer_without_jit_packages_nor_in_the_install_stage(matrix, copy
     dest = copy_matrix(tmp_path / "m")
     path = dest / "torch.toml"
     path.write_text(path.read_text().replace('jit_packages = ["gcc", "g++", "python{python}-dev"]\n', ""))
-    text = context_files(resolve_profile("torch-2.3-cu121", load_matrix([dest])), Config())["Dockerfile"].decode()
+    text = files_of(resolve_profile("torch-2.3-cu121", load_matrix([dest])), Config())["Dockerfile"].decode()
     assert jit_step(text) == "" and "dpkg-query" not in text
-    with_credentials = context_files(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS)["Dockerfile"]
+    with_credentials = files_of(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS)["Dockerfile"]
     install, final = with_credentials.decode().split("\nFROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04\n")
     assert "jit_packages" not in install and jit_step(final)
 
@@ -320,7 +326,7 @@ def test_a_jit_package_that_skipped_the_loader_never_reaches_the_dockerfile(matr
     profile = resolve_profile("torch-2.3-cu121", matrix)
     profile = replace(profile, framework=replace(profile.framework, jit_packages=("gcc", package)))
     with pytest.raises(ValidationError, match="jit_packages: .* is not a Debian package name"):
-        context_files(profile, Config())
+        context_files(ImageSpec(profile), Config())
 
 
 def image_env_of(dockerfile: str) -> dict[str, str]:
@@ -332,20 +338,20 @@ def image_env_of(dockerfile: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("name", ["torch-2.3-cu121", "torch-2.3-cu118-devel"])
 def test_the_image_states_what_the_nvidia_runtime_exposes(matrix, name):
-    env = image_env_of(context_files(resolve_profile(name, matrix), Config())["Dockerfile"].decode())
+    env = image_env_of(files_of(resolve_profile(name, matrix), Config())["Dockerfile"].decode())
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
     assert env["NVIDIA_REQUIRE_CUDA"] == f"cuda>={resolve_profile(name, matrix).variant.cuda}"
 
 
 def test_cuda_home_is_set_on_devel_only(matrix):
-    devel = image_env_of(context_files(resolve_profile("torch-2.3-cu118-devel", matrix), Config())["Dockerfile"]
+    devel = image_env_of(files_of(resolve_profile("torch-2.3-cu118-devel", matrix), Config())["Dockerfile"]
                          .decode())
-    runtime = image_env_of(context_files(resolve_profile("torch-2.3-cu118", matrix), Config())["Dockerfile"].decode())
+    runtime = image_env_of(files_of(resolve_profile("torch-2.3-cu118", matrix), Config())["Dockerfile"].decode())
     assert devel["CUDA_HOME"] == "/usr/local/cuda" and "CUDA_HOME" not in runtime
 
 
 def test_the_entry_check_is_the_entrypoint_of_a_profile_image(matrix):
-    files = context_files(resolve_profile("torch-2.3-cu121", matrix), Config())
+    files = files_of(resolve_profile("torch-2.3-cu121", matrix), Config())
     dockerfile = files["Dockerfile"].decode()
     copies = "COPY imagectl-check.py /opt/imagectl/check.py\nCOPY imagectl-entry.sh /opt/imagectl/entry.sh\n"
     assert copies in dockerfile
@@ -356,8 +362,7 @@ def test_the_entry_check_is_the_entrypoint_of_a_profile_image(matrix):
 
 def test_layering_extras_on_a_base_keeps_its_entrypoint_and_states_the_nvidia_env(matrix):
     base = parse_reference("registry.example.com/team/torch:stable")
-    files = context_files(resolve_profile("torch-2.3-cu121", matrix), Config(), extras=["einops==0.8.0"],
-                          base_image=base)
+    files = files_of(resolve_profile("torch-2.3-cu121", matrix), Config(), extras=("einops==0.8.0",), user_base=base)
     dockerfile = files["Dockerfile"].decode()
     assert "ENTRYPOINT" not in dockerfile and "imagectl-entry.sh" not in dockerfile
     assert image_env_of(dockerfile)["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"

@@ -65,8 +65,6 @@ LABEL imagectl.cuda="11.8" \
       imagectl.flavor="devel" \
       imagectl.framework="torch" \
       imagectl.framework.version="2.3.1" \
-      imagectl.lock.packages="nvidia-cuda-runtime-cu11==11.8.89,nvidia-cudnn-cu11==8.7.0.84,nvidia-nccl-cu11==2.20.5,torch==2.3.1,torchaudio==2.3.1,torchvision==0.18.1,triton==2.3.1" \
-      imagectl.lock.sha256="21941c5b60be0915c3f1d7a7c4c9ba6b41d554d60618ecd640acb4c401666f9f" \
       imagectl.min-driver="520.61.05" \
       imagectl.nccl="2.20.5" \
       imagectl.os="ubuntu22.04" \

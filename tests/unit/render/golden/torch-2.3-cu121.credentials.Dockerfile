@@ -86,8 +86,6 @@ LABEL imagectl.cuda="12.1" \
       imagectl.flavor="runtime" \
       imagectl.framework="torch" \
       imagectl.framework.version="2.3.1" \
-      imagectl.lock.packages="nvidia-cuda-runtime-cu12==12.1.105,nvidia-cudnn-cu12==8.9.2.26,nvidia-nccl-cu12==2.20.5,torch==2.3.1,torchaudio==2.3.1,torchvision==0.18.1,triton==2.3.1" \
-      imagectl.lock.sha256="5aafd3b420d80b14f64521a5875c96caa1329a1e3dd12960012218a215717556" \
       imagectl.min-driver="530.30.02" \
       imagectl.nccl="2.20.5" \
       imagectl.os="ubuntu22.04" \

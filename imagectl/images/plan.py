@@ -1,0 +1,123 @@
+"""A build, planned once: one :class:`BuildRequest` in, one :class:`Plan` out, and the same plan serves ``render``,
+``build --plan`` and ``build``.
+
+Planning resolves what the request leaves open, in this order: the lock (:func:`~imagectl.lock.make.lock_for_build`)
+and the extras' closure on top of it (so a conflicting extra is refused before a registry or an engine is asked),
+the base image's digest (one HEAD; ``render`` skips it), then the build context (rendered once, with the pip
+netrc of index credentials computed once and kept apart from the files), the added context files and the build
+key.  Nothing downstream derives any of it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..config import Config
+from ..image_spec import ImageSpec
+from ..lock.extras import lock_extras
+from ..lock.make import ChosenLock, lock_for_build
+from ..lock.target import target_for
+from ..matrix.model import Profile
+from ..reference import Reference, parse_reference
+from ..render.context import NETRC_FILE, base_reference
+from ..render.dockerfile import context_files
+from ..tags.naming import repository
+from .build_key import build_key
+from .context_files import context_files_on_disk, file_digests
+from .trace import Trace
+
+DigestOf = Callable[[Reference], str]  # the manifest digest of a base image (as pulled); raises BuildError
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What the user asked of every profile of one ``build`` (validated by the CLI; never a secret)."""
+
+    extras: tuple[str, ...] = ()
+    base: str | None = None  # build --base, as written: layer the extras on this image instead of the profile's base
+    suffix: str | None = None  # repository suffix for images with extras (default: x + hash of the extras)
+    force: bool = False
+    no_cache: bool = False
+    gpu_check: bool = False
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """One profile to build with the options of its build."""
+
+    profile: Profile
+    options: BuildOptions = BuildOptions()
+
+    @property
+    def repository_name(self) -> str:
+        """The profile's name, or ``PROFILE-SUFFIX`` when extras are layered in (so a team's variant never moves
+        the profile's own moving tag)."""
+        extras, base = self.options.extras, self.options.base
+        if not extras:
+            return self.profile.name
+        digest = hashlib.sha256("\n".join(sorted(extras) + [base or ""]).encode()).hexdigest()
+        return f"{self.profile.name}-{self.options.suffix or 'x' + digest[:8]}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A planned build: what the image holds, the rendered context (``files``, no secret among them) with the
+    team's added files (and their sha256), the build key and the repository.  ``netrc`` is the pip netrc of index
+    credentials, held apart: it reaches the build context only (:meth:`context`), never a cache, a label or
+    output."""
+
+    request: BuildRequest
+    spec: ImageSpec
+    lock: ChosenLock
+    base: Reference
+    files: Mapping[str, bytes]
+    added: Mapping[str, Path]
+    added_digests: Mapping[str, str]
+    key: str
+    repository: Reference
+    netrc: bytes = field(default=b"", repr=False)
+
+    def context(self) -> dict[str, bytes]:
+        """Every file of the build context, the netrc of index credentials included."""
+        return {**self.files, NETRC_FILE: self.netrc} if self.netrc else dict(self.files)
+
+
+def no_digest(base: Reference) -> str:
+    """A base resolver that resolves nothing: ``render`` renders the base as the matrix names it."""
+    return ""
+
+
+def plan_build(request: BuildRequest, config: Config, digest_of: DigestOf, trace: Trace) -> Plan:
+    """Plan ``request`` (see the module docstring), logging and timing the phases ``resolve``, ``lock`` and
+    ``render`` into ``trace``.
+
+    Raises BuildError when the base cannot be resolved, ExtrasConflictError for an extra that names a locked
+    package at another version, InputError (a bad template, an extra the lock cannot take, a lock file that
+    cannot be read), OperationError (the index or the resolver)."""
+    profile, options = request.profile, request.options
+    user_base = parse_reference(options.base) if options.base else None
+    wanted = ImageSpec(profile, extras=options.extras, user_base=user_base,
+                       title=request.repository_name if options.extras else None)
+    base = base_reference(wanted, config)
+    trace.log(f"base image {base}")
+    with trace.timed("lock"):  # first: a conflicting extra is refused before any registry or engine is asked
+        chosen = lock_for_build(profile, config, trace.log)
+        closure = lock_extras(options.extras, chosen.lock, target_for(profile, config)) if options.extras else ()
+        locked = replace(wanted, lock=chosen.lock, extras_lock=closure)
+        if options.extras:
+            added = sorted(f"{name}=={version}" for name, version in locked.added.items())
+            trace.log(f"extras locked on top of the lock: {', '.join(added) or 'nothing new'}")
+    with trace.timed("resolve"):
+        digest = digest_of(base)
+        spec = replace(locked, base_digest=digest or None)
+    with trace.timed("render"):
+        files = context_files(spec, config)
+        added_files = context_files_on_disk(config.context_dirs)
+        digests = file_digests(added_files)
+        key = build_key(files, digest, config.build_args, digests)
+    netrc = files.pop(NETRC_FILE, b"")
+    return Plan(request, spec, chosen, base_reference(spec, config), files, added_files, digests, key,
+                repository(request.repository_name, config), netrc)
