@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -14,6 +15,7 @@ from imagectl.errors import NotFoundError
 from imagectl.registry import Credentials, RegistryClient
 from tests.integration.conftest import login, shipped_pins
 from tests.integration.support.engine import push_to_registry
+from tests.integration.support.skips import require_binary
 from tests.integration.test_tags import skopeo_digest
 
 pytestmark = pytest.mark.integration
@@ -39,6 +41,25 @@ def team_image(docker_client, mirror, wheel_index) -> str:
     return TEAM_IMAGE
 
 
+@pytest.fixture(scope="session")
+def pushed_team_image(docker_client, team_image, registry) -> tuple[str, str]:
+    """The team's image pushed by the engine to ``registry`` as ``team/own:v1``: (reference, digest).  Pushed once
+    (it carries a compiler layer of some 200 MB, which the engine compresses on every push); the imports only read
+    it."""
+    return push_to_registry(docker_client, team_image, registry.host, "team/own:v1")
+
+
+def skopeo_copy(source: str, target: str, target_server) -> None:
+    """Copy ``source`` to ``target`` (both ``host/repo:tag``) with skopeo, an independent client, keeping the
+    manifest byte for byte (so its digest) and logging in to ``target_server``."""
+    require_binary("skopeo")
+    argv = ["skopeo", "copy", "--preserve-digests", "--src-tls-verify=false", "--dest-tls-verify=false",
+            f"--dest-creds={target_server.username}:{target_server.password}", f"docker://{source}",
+            f"docker://{target}"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def config(tmp_path, namespace: str, registry=None) -> None:
     registry_line = f'url = "{registry.host}"\n' if registry is not None else ""
     (tmp_path / "imagectl.toml").write_text(
@@ -46,8 +67,8 @@ def config(tmp_path, namespace: str, registry=None) -> None:
     )
 
 
-def test_import_from_a_registry_then_roll_back(run_cli, tmp_path, docker_client, team_image, registry):
-    source, source_digest = push_to_registry(docker_client, team_image, registry.host, "team/own:v1")
+def test_import_from_a_registry_then_roll_back(run_cli, tmp_path, docker_client, pushed_team_image, registry):
+    source, source_digest = pushed_team_image
     config(tmp_path, "imp", registry)
     repo = f"imp/{PROFILE}"
 
@@ -86,10 +107,12 @@ def test_import_from_a_registry_then_roll_back(run_cli, tmp_path, docker_client,
         RegistryClient(registry.host, insecure=True).list_tags("imp/torch-2.3-cu118")
 
 
-def test_import_across_registries_streams_the_blobs(run_cli, tmp_path, docker_client, team_image, registry,
-                                                    auth_registry, docker_config):
+def test_import_across_registries_streams_the_blobs(run_cli, tmp_path, pushed_team_image, registry, auth_registry,
+                                                    docker_config):
     auth = {"username": auth_registry.username, "password": auth_registry.password}
-    source, source_digest = push_to_registry(docker_client, team_image, auth_registry.host, "team/own:v1", auth=auth)
+    source, source_digest = f"{auth_registry.host}/team/own:v1", pushed_team_image[1]
+    skopeo_copy(pushed_team_image[0], source, auth_registry)
+    assert skopeo_digest(auth_registry.host, "team/own", "v1", auth_registry) == source_digest
     config(tmp_path, "across", registry)
     denied = run_cli("import", source, "--name", PROFILE, "--no-check")
     assert denied.code == 1 and auth_registry.password not in denied.err + denied.out
