@@ -261,7 +261,7 @@ def _as_file(value: Any, base: Path) -> Path:
 
 def _as_dirs(value: Any, base: Path) -> tuple[Path, ...]:
     paths = tuple((base / str(item)).resolve() for item in _as_list(value))
-    for item, path in zip(value, paths):
+    for item, path in zip(value, paths, strict=True):
         if not path.is_dir():
             raise ValidationError(f"{item!r} is not a directory")
     return paths

@@ -31,6 +31,7 @@ from ..matrix.names import list_profiles
 from ..lock.store import lock_dirs
 from ..lock.target import profile_lock_id
 from ..render.context import render_context
+from ..shipped import matrix_dirs, template_dirs
 
 
 def fingerprint(profile: Profile, config: Config) -> tuple[Any, ...]:
@@ -42,8 +43,8 @@ def fingerprint(profile: Profile, config: Config) -> tuple[Any, ...]:
             render_context(ImageSpec(profile), config))
 
 
-def changed_profiles(new: Sequence[Profile], old: Sequence[Profile] | None, templates_changed: bool,
-                     config: Config) -> list[Profile]:
+def changed_profiles(new: Sequence[Profile], old: Sequence[Profile] | None, config: Config, *,
+                     templates_changed: bool) -> list[Profile]:
     """The profiles of ``new`` that are absent from ``old`` or differ from their namesake there.
 
     ``old`` is ``None`` when the old matrix could not be read (then, as when a template changed,
@@ -155,10 +156,10 @@ def old_matrix(root: Path, commit: str, dirs: Sequence[Path]) -> Matrix | None:
             return None
 
 
-def profiles_changed_since(ref: str, cwd: Path, matrix: Matrix, matrix_dirs: Sequence[Path],
-                           template_dirs: Sequence[Path], config: Config,
+def profiles_changed_since(ref: str, cwd: Path, matrix: Matrix, config: Config,
                            framework: str | None = None) -> list[Profile]:
-    """The profiles of ``matrix`` (of ``framework`` only, when given) changed since git ref ``ref``.
+    """The profiles of ``matrix`` (read from ``config``'s matrix directories; of ``framework`` only, when given)
+    changed since git ref ``ref``.
 
     Raises:
         InputError: not in a git repository, an unknown ref, or git failed.
@@ -166,12 +167,12 @@ def profiles_changed_since(ref: str, cwd: Path, matrix: Matrix, matrix_dirs: Seq
     root = repo_root(cwd)
     commit = resolve_ref(root, ref)
     paths = changed_paths(root, commit)
-    templates = [d.resolve() for d in template_dirs if _inside(d, root)]
+    templates = [d.resolve() for d in template_dirs(config) if _inside(d, root)]
     templates_changed = any(p.is_relative_to(t) for p in paths for t in templates)
-    before = old_matrix(root, commit, matrix_dirs)
+    before = old_matrix(root, commit, matrix_dirs(config))
     old = _profiles(before, framework) if before is not None else None
     current = list_profiles(matrix, framework)
-    changed = {p.name for p in changed_profiles(current, old, templates_changed, config)}
+    changed = {p.name for p in changed_profiles(current, old, config, templates_changed=templates_changed)}
     relocked = changed_locks(paths, config)
     return [p for p in current if p.name in changed or profile_lock_id(p) in relocked]
 

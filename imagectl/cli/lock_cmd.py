@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import ImagectlError, InputError
-from .app import check_framework, framework_option, python_option, workspace, profile_argument
+from ..grammar import check_python
+from ..lock.store import lock_dirs, read_lock, write_lock
+from ..lock.target import lock_inputs, profile_lock_id, target_for
+from ..matrix.model import Profile
+from ..matrix.names import list_profiles
+from .app import check_framework, framework_option, profile_argument, python_option, workspace
+
+if TYPE_CHECKING:
+    from .workspace import Workspace
+
+
+@dataclass(frozen=True, kw_only=True)
+class _LockRun:
+    """How every lock of one ``lock`` command is made and where it goes."""
+
+    upgrade: bool  # resolve afresh instead of keeping the existing lock's versions
+    as_of: str | None
+    output: str | None  # --output: the one lock's file
+    target_dir: Path | None  # else the first lock directory (else stdout)
+
+    def destination(self, lock_id: str) -> Path | None:
+        """Where the lock ``lock_id`` is written (None: stdout)."""
+        if self.output:
+            return Path(self.output)
+        return self.target_dir / f"{lock_id}.txt" if self.target_dir else None
 
 
 @click.command("lock")
@@ -25,19 +52,18 @@ from .app import check_framework, framework_option, python_option, workspace, pr
               help="Check the lock files against the matrix and their index (yanked files); exit 1 on drift.")
 @click.option("-j", "--jobs", default=4, show_default=True, type=click.IntRange(1, 16), help="Locks made at once.")
 @click.pass_context
-def cmd_lock(ctx: click.Context, names: tuple[str, ...], lock_all: bool, framework: str | None, python: str | None,
-             upgrade: bool, as_of: str | None, output: str | None, check: bool, jobs: int) -> int:
+def cmd_lock(  # noqa: PLR0913 - click passes one parameter per option
+        ctx: click.Context, *, names: tuple[str, ...], lock_all: bool, framework: str | None, python: str | None,
+        upgrade: bool, as_of: str | None, output: str | None, check: bool, jobs: int) -> int:
     """Resolve the complete dependency set of the profiles NAMES, every package with its hashes."""
-    from ..grammar import check_python
-    from ..lock.asof import check_policy
-    from ..matrix.names import list_profiles
-
     ws = workspace(ctx)
     if check:
         return _check(ws, framework)
     if not names and not lock_all:
         raise InputError("lock: name at least one profile (see 'imagectl list') or pass --all")
     if as_of is not None:
+        from ..lock.asof import check_policy  # here: the lock modules that resolve load requests
+
         check_policy(as_of)
     python = python and check_python(python, "--python")
     listed = list_profiles(ws.matrix, check_framework(ws, framework)) if lock_all else []
@@ -49,11 +75,11 @@ def cmd_lock(ctx: click.Context, names: tuple[str, ...], lock_all: bool, framewo
     if output is None and target_dir is None and len(profiles) != 1:
         raise InputError(f"lock: {len(profiles)} locks to write and nowhere to write them: set [paths] locks "
                          "(IMAGECTL_PATHS_LOCKS) to a directory, or lock one profile at a time")
-    from concurrent.futures import ThreadPoolExecutor
+    run = _LockRun(upgrade=upgrade, as_of=as_of, output=output, target_dir=target_dir)
 
-    def one(profile) -> int:
+    def one(profile: Profile) -> int:
         try:
-            _lock_one(ws, profile, upgrade, as_of, output, target_dir)
+            _lock_one(ws, profile, run)
             return 0
         except ImagectlError as exc:
             click.echo(f"imagectl: {profile.name}: {exc}", err=True)
@@ -63,34 +89,30 @@ def cmd_lock(ctx: click.Context, names: tuple[str, ...], lock_all: bool, framewo
         return max(pool.map(one, profiles), default=0)
 
 
-def _one_per_lock(profiles: list) -> list:
+def _one_per_lock(profiles: list[Profile]) -> list[Profile]:
     """One profile per lock id (flavours and OSes share a lock), in order."""
-    from ..lock.target import profile_lock_id
-
-    seen: dict[str, object] = {}
+    seen: dict[str, Profile] = {}
     for profile in profiles:
         seen.setdefault(profile_lock_id(profile), profile)
     return list(seen.values())
 
 
-def _lock_one(ws, profile, upgrade: bool, as_of: str | None, output: str | None, target_dir: Path | None) -> str:
+def _lock_one(ws: Workspace, profile: Profile, run: _LockRun) -> str:
     """Make (or keep) one lock and write it; returns what happened.  Raises ImagectlError."""
-    from ..lock.make import make_lock
-    from ..lock.store import read_lock, write_lock
-    from ..lock.target import lock_inputs, profile_lock_id, target_for
+    from ..lock.make import make_lock  # here: resolving loads requests (and runs uv)
 
     lock_id = profile_lock_id(profile)
-    dest = Path(output) if output else (target_dir / f"{lock_id}.txt" if target_dir else None)
+    dest = run.destination(lock_id)
     target = target_for(profile, ws.config)
     existing = None
     if dest is not None and dest.is_file():
         existing = read_lock(dest)
         same = existing.header.inputs == lock_inputs(profile) and existing.header.index == target.index
-        if same and not upgrade and as_of is None:
+        if same and not run.upgrade and run.as_of is None:
             click.echo(f"{lock_id}: up to date ({len(existing.packages)} packages as of {existing.header.as_of}) "
                        f"{dest}", err=True)
             return "unchanged"
-    lock = make_lock(profile, ws.config, as_of, prefer=None if upgrade else existing, target=target)
+    lock = make_lock(profile, ws.config, run.as_of, prefer=None if run.upgrade else existing, target=target)
     if dest is None:
         click.echo(lock.text, nl=False)
         return "printed"
@@ -102,11 +124,9 @@ def _lock_one(ws, profile, upgrade: bool, as_of: str | None, output: str | None,
     return "written" if changed else "unchanged"
 
 
-def _check(ws, framework: str | None) -> int:
+def _check(ws: Workspace, framework: str | None) -> int:
     """``lock --check``: every lock file of every lock directory, and the shipped lock of each PyPI profile."""
-    from ..lock.store import lock_dirs
-    from ..lock.verify import check_files, missing_locks
-    from ..matrix.names import list_profiles
+    from ..lock.verify import check_files, missing_locks  # here: it reads the index (requests)
 
     profiles = list_profiles(ws.matrix, check_framework(ws, framework))
     paths = sorted(p for d, _ in lock_dirs(ws.config) if d.is_dir() for p in d.glob("*.txt"))

@@ -7,23 +7,26 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..ci.changes import profiles_changed_since
+from ..ci.outputs import FORMATS, render
 from ..errors import InputError
+from ..grammar import check_url
+from ..junit import junit_xml, write_report
+from ..matrix.names import list_profiles
+from ..shipped import matrix_dirs
 from .app import check_framework, echo_json, framework_option, json_option, workspace
+from .table import format_table
 
 if TYPE_CHECKING:
     from .workspace import Workspace
 
-_FORMATS = ("json", "github", "gitlab", "markdown")  # imagectl.ci.outputs.FORMATS, kept here so --help imports nothing
-
 
 def _check_index(index: str | None) -> str | None:
-    from ..grammar import check_url
-
     return check_url(index, "--index") if index is not None else None
 
 
 @click.group("matrix", invoke_without_command=True)
-@click.option("--format", "fmt", type=click.Choice(_FORMATS), default="json", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True,
               help="json: list rows; github: a strategy.matrix include list (one line); gitlab: a child pipeline "
                    "with parallel:matrix jobs; markdown: a compatibility table.")
 @click.option("--changed-since", "changed_since", metavar="GIT_REF",
@@ -32,24 +35,17 @@ def _check_index(index: str | None) -> str | None:
 @click.option("--gitlab-include", metavar="FILE", default=".gitlab-ci.yml", show_default=True,
               help="gitlab: the repository file that defines the .imagectl-build and .imagectl-promote jobs.")
 @click.pass_context
-def cmd_matrix(ctx: click.Context, fmt: str, changed_since: str | None, framework: str | None,
+def cmd_matrix(ctx: click.Context, *, fmt: str, changed_since: str | None, framework: str | None,
                gitlab_include: str) -> None:
     """Print the profiles in the shape a CI system consumes (see also: matrix verify, matrix sync)."""
     if ctx.invoked_subcommand is not None:
         return
-    from ..ci.outputs import render
-    from ..matrix.names import list_profiles
-
     ws = workspace(ctx)
     check_framework(ws, framework)
     if changed_since is None:
         profiles = list_profiles(ws.matrix, framework)
     else:
-        from ..ci.changes import profiles_changed_since
-        from ..shipped import matrix_dirs, template_dirs
-
-        profiles = profiles_changed_since(changed_since, Path.cwd(), ws.matrix, matrix_dirs(ws.config),
-                                          template_dirs(ws.config), ws.config, framework)
+        profiles = profiles_changed_since(changed_since, Path.cwd(), ws.matrix, ws.config, framework)
         click.echo(f"{len(profiles)} profiles changed since {changed_since}", err=True)
     click.echo(render(profiles, fmt, gitlab_include or None), nl=False)
 
@@ -62,10 +58,11 @@ def cmd_matrix(ctx: click.Context, fmt: str, changed_since: str | None, framewor
 @click.option("--notes", "show_notes", is_flag=True,
               help="Also list notes: pins the matrix leaves unstated, facts the index cannot confirm.")
 @click.pass_context
-def cmd_verify(ctx: click.Context, index: str | None, framework: str | None, as_json: bool, junit: str | None,
-               show_notes: bool) -> int:
+def cmd_verify(  # noqa: PLR0913 - click passes one parameter per option
+        ctx: click.Context, *, index: str | None, framework: str | None, as_json: bool, junit: str | None,
+        show_notes: bool) -> int:
     """Compare every pin of the matrix with the PEP 658 metadata an index publishes; exit 1 on differences."""
-    from ..upstream.verify import (
+    from ..upstream.verify import (  # here: reading an index loads requests
         COLUMNS,
         finding_rows,
         junit_cases,
@@ -73,15 +70,12 @@ def cmd_verify(ctx: click.Context, index: str | None, framework: str | None, as_
         summary,
         verify_matrix,
     )
-    from .table import format_table
 
     ws = workspace(ctx)
     report = verify_matrix(ws.matrix, framework, _check_index(index))
     if junit:
-        from ..junit import junit_xml
-
         _write(Path(junit), junit_xml("imagectl.matrix.verify", junit_cases(report)))
-    rows = finding_rows(report, show_notes)
+    rows = finding_rows(report, notes=show_notes)
     if as_json:
         echo_json(report_json(report))
     elif rows:
@@ -97,9 +91,9 @@ def cmd_verify(ctx: click.Context, index: str | None, framework: str | None, as_
               help="Write the proposals here instead of stdout.")
 @click.option("--check", is_flag=True, help="Exit 1 when there is something to propose (for a scheduled CI job).")
 @click.pass_context
-def cmd_sync(ctx: click.Context, index: str | None, framework: str | None, output: str | None, check: bool) -> int:
+def cmd_sync(ctx: click.Context, *, index: str | None, framework: str | None, output: str | None, check: bool) -> int:
     """Propose [[release]] entries for upstream releases the matrix lacks (for review; edits nothing)."""
-    from ..upstream.sync import render_proposals, sync_matrix
+    from ..upstream.sync import render_proposals, sync_matrix  # here: reading an index loads requests
 
     ws = workspace(ctx)
     target = _output_path(output, ws) if output else None
@@ -110,25 +104,19 @@ def cmd_sync(ctx: click.Context, index: str | None, framework: str | None, outpu
     elif text:
         click.echo(text, nl=False)
     names = ", ".join(f"{p.framework} {p.version}" for p in proposals)
-    if names:
-        detail = f": {names}"
-    else:
-        detail = f"; the matrix is current with {', '.join(sorted(set(indexes.values())))}"
+    current = f"; the matrix is current with {', '.join(sorted(set(indexes.values())))}"
+    detail = f": {names}" if names else current
     click.echo(f"{len(proposals)} releases proposed" + detail, err=True)
     return 1 if check and proposals else 0
 
 
 def _write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path``, creating its directory; raises OperationError when that fails."""
-    from ..junit import write_report
-
     write_report(path, data)
 
 
 def _output_path(output: str, ws: "Workspace") -> Path:
     """``--output`` as a path; raises InputError for a file in a matrix directory (never edited in place)."""
-    from ..shipped import matrix_dirs
-
     path = Path(output).resolve()
     dirs = {d.resolve() for d in matrix_dirs(ws.config)}
     if path.parent in dirs or path in {f.resolve() for f in ws.matrix.files}:

@@ -12,4 +12,4 @@ def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> s
     body = [["-" if r.get(c) is None else str(r.get(c)) for c in columns] for r in rows]
     cells = [header, *body]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in cells)
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in cells)

@@ -10,6 +10,7 @@ carry ``nvidia-*`` wheels, else the first of ``[base] flavors`` (``runtime``).
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from ..errors import UnknownProfileError, ValidationError
 from ..grammar import release_numbers, versions_equal
 from ..reference import parse_reference
 from .model import CudaToolkit, Framework, Matrix, OsInfo, Profile, Release, Variant
+from .rules import MATRIX_RULES, run_rules
 
 # The parts of a name, declared once: the matrix loader refuses a framework, CUDA tag, OS or flavour that
 # these do not match (it would be listed but could not be resolved).
@@ -33,6 +35,7 @@ _NAME_RE = re.compile(
     r"(?P<rest>(?:-[a-z0-9.]+)*)$"
 )
 _PY_RE = re.compile(r"^py(3\.[0-9]{1,2})$")
+WORKING_SHOWN = 8  # names that work, listed when a name is refused
 
 
 def check_name_part(value: str, kind: str, what: str) -> str:
@@ -112,17 +115,15 @@ def resolve_profile(name: str, matrix: Matrix, python: str | None = None) -> Pro
     profile = build_profile(matrix, fw, release, variant, parsed.version, parsed.os, parsed.flavor, wanted)
     problems = python_problems(matrix, fw, release, variant, profile.python, parsed.os)
     if not problems:
-        from .rules import MATRIX_RULES, run_rules  # here, not at the top: names must not depend on rules at load
-
         problems = [f"[{v.rule}] {v.message} (source: {v.source})" for v in run_rules([profile], MATRIX_RULES)]
     if problems:
-        raise _refused(name, "; ".join(problems), working_names(matrix, fw, release, variant, parsed.version,
-                                                                 parsed.flavor))
+        raise _refused(name, "; ".join(problems), working_names(matrix, fw, release, variant, parsed))
     return profile
 
 
-def python_problems(matrix: Matrix, fw: Framework, release: Release, variant: Variant, python: str,
-                    os_name: str | None = None) -> list[str]:
+def python_problems(  # noqa: PLR0913 - a build's coordinates in the matrix, then the Python and OS asked about
+        matrix: Matrix, fw: Framework, release: Release, variant: Variant, python: str,
+        os_name: str | None = None) -> list[str]:
     """Why an image of ``release``'s ``variant`` cannot have Python ``python`` (on ``os_name``, else on any OS of
     its CUDA's base images): the release has no wheels for it, is unavailable on it, or no such OS provides it
     (as python3 or from its archive).  Empty when it can (pure)."""
@@ -139,24 +140,21 @@ def python_problems(matrix: Matrix, fw: Framework, release: Release, variant: Va
     return out
 
 
-def working_names(matrix: Matrix, fw: Framework, release: Release, variant: Variant, version: str,
-                  flavor: str | None = None, limit: int = 8) -> list[str]:
-    """The canonical names of ``variant`` (spelled with ``version``) that resolve: each OS of its CUDA with each
-    Python it provides for the release, in the flavour ``flavor`` (else the default), whose profile breaks no
-    rule; at most ``limit``."""
-    from .rules import MATRIX_RULES, run_rules
-
+def working_names(matrix: Matrix, fw: Framework, release: Release, variant: Variant, asked: ParsedName) -> list[str]:
+    """The canonical names of ``variant`` (spelled with the version ``asked`` names) that resolve: each OS of its
+    CUDA with each Python it provides for the release, in the flavour ``asked`` names (else the default), whose
+    profile breaks no rule; at most :data:`WORKING_SHOWN`."""
     toolkit = matrix.cuda.get(variant.cuda)
     out: list[str] = []
     for os_name in toolkit.os if toolkit else ():
         for python in available_pythons(release, matrix.os[os_name]):
             try:
-                profile = build_profile(matrix, fw, release, variant, version, os_name, flavor, python)
+                profile = build_profile(matrix, fw, release, variant, asked.version, os_name, asked.flavor, python)
             except UnknownProfileError:
                 continue
             if profile.name not in out and not run_rules([profile], MATRIX_RULES):
                 out.append(profile.name)
-    return out[:limit]
+    return out[:WORKING_SHOWN]
 
 
 def _provides(os_info: OsInfo, python: str) -> bool:
@@ -218,8 +216,9 @@ def default_os(matrix: Matrix, release: Release, toolkit: CudaToolkit, python: s
     return toolkit.os[0]
 
 
-def build_profile(matrix: Matrix, fw: Framework, release: Release, variant: Variant, version: str,
-                  os_name: str | None = None, flavor: str | None = None, python: str | None = None) -> Profile:
+def build_profile(  # noqa: PLR0913 - a build's coordinates in the matrix, then the name's spelling and choices
+        matrix: Matrix, fw: Framework, release: Release, variant: Variant, version: str,
+        os_name: str | None = None, flavor: str | None = None, python: str | None = None) -> Profile:
     """Assemble a profile and its canonical name; raises UnknownProfileError for an unknown OS/flavour."""
     toolkit = matrix.cuda.get(variant.cuda)
     base_name = f"{fw.name}-{version}-{fw.tag_of(variant.cuda)}"
@@ -316,8 +315,6 @@ def _unknown(name: str, matrix: Matrix, why: str) -> UnknownProfileError:
 
 def closest_names(name: str, names: list[str], n: int = 5) -> list[str]:
     """Up to ``n`` similar names, those sharing the longest prefix with ``name`` first."""
-    import difflib  # here: only a name that resolves to nothing pays for it
-
     similar = difflib.get_close_matches(name, names, n=3 * n, cutoff=0.5)
     shared = lambda other: len(os.path.commonprefix([name, other]))  # noqa: E731
     return sorted(similar, key=lambda other: (-shared(other), similar.index(other)))[:n]

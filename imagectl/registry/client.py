@@ -66,6 +66,7 @@ MAX_TAG_PAGES = 1000
 MAX_TAGS = 100_000
 MAX_REDIRECTS = 10
 DEFAULT_TIMEOUT_S = 45.0  # a registry that never answers fails a command well within a minute
+DEFAULT_RETRY = RetryPolicy()  # frozen: one value serves every client
 _REDIRECTS = (301, 302, 303, 307, 308)
 _CHUNK = 1024 * 1024
 _TLS_HINT = "if it serves plain http or a self-signed certificate, configure it as insecure"
@@ -252,7 +253,7 @@ class RegistryClient:
         credentials: Credentials | None = None,
         lookup: CredentialsLookup | None = None,
         insecure: bool = False,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY,
         timeouts: Timeouts = Timeouts(),
         session: requests.Session | None = None,
         token_cache: TokenCache | None = None,
@@ -651,7 +652,7 @@ class RegistryClient:
 
 
 def connect(
-    host: str, *, insecure: bool = False, retry: RetryPolicy = RetryPolicy(), timeout: float | None = None
+    host: str, *, insecure: bool = False, retry: RetryPolicy = DEFAULT_RETRY, timeout: float | None = None
 ) -> RegistryClient:
     """A client for ``host`` that takes credentials from the Docker config when the registry asks for them.
 

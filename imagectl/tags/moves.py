@@ -214,8 +214,9 @@ def _choices(listing: TagListing) -> str:
     return "choose one of: " + ", ".join(shown) + (f" and {more} older" if more > 0 else "")
 
 
-def guarded_move(store: TagStore, tag: str, target: str, target_tag: str | None, current: str | None,
-                 action: MoveAction, current_tag: str | None = None) -> MoveResult:
+def guarded_move(  # noqa: PLR0913 - the facts of one move; build, import, the tests and bench pass them as is
+        store: TagStore, tag: str, target: str, target_tag: str | None, current: str | None, action: MoveAction,
+        current_tag: str | None = None) -> MoveResult:
     """Point ``tag`` at image ``target`` (named by immutable tag ``target_tag``) unless it is there already;
     read it back, repair it if a concurrent manifest delete took it down, and log the move as ``action``.
 

@@ -15,10 +15,10 @@ Each profile has its own repository, ``[REGISTRY/]NAMESPACE/PROFILE``.  In it:
 
 from __future__ import annotations
 
+import hashlib
 import re
-from datetime import datetime, timezone
-
 from collections.abc import Iterable
+from datetime import datetime, timezone
 
 from ..config import Config
 from ..errors import ValidationError
@@ -80,8 +80,6 @@ def image_part(image: str) -> str:
     hex_part = image.rpartition(":")[2][:IMAGE_HEX]
     if re.fullmatch(f"[0-9a-f]{{{IMAGE_HEX}}}", hex_part):
         return hex_part
-    import hashlib  # here: `show` names tags without hashing
-
     return hashlib.sha256(image.encode()).hexdigest()[:IMAGE_HEX]
 
 

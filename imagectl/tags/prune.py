@@ -35,7 +35,7 @@ In the local engine a prune only removes tags (``docker rmi`` of a tag), which n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
 
@@ -65,21 +65,32 @@ def plan_prune(tags: list[TagInfo], pointed: set[str], keep: int, min_age: timed
     """
     if keep < 0:
         raise ValueError("keep must be >= 0")
-    ordered = sorted_newest_first(tags)
-    decided = [_decide(info, rank, pointed, keep, min_age, now) for rank, info in enumerate(ordered)]
+    rule = _Rule(keep, min_age, now, frozenset(pointed))
+    decided = [rule.decide(info, rank) for rank, info in enumerate(sorted_newest_first(tags))]
     kept = {d.digest: d.tag for d in decided if not d.delete}
     return [_share(d, kept) for d in decided]
 
 
-def _decide(info: TagInfo, rank: int, pointed: Collection[str], keep: int, min_age: timedelta,
-            now: datetime) -> Deletion:
-    if rank < keep:
-        return Deletion(info.tag, info.digest, delete=False, reason=f"one of the newest {keep}")
-    if info.digest in pointed:
-        return Deletion(info.tag, info.digest, delete=False, reason="a moving tag or channel points to its image")
-    if now - info.time < min_age:
-        return Deletion(info.tag, info.digest, delete=False, reason=f"younger than {_age(min_age)}")
-    return Deletion(info.tag, info.digest, delete=True, reason=f"older than the newest {keep} and than {_age(min_age)}")
+@dataclass(frozen=True)
+class _Rule:
+    """What keeps a tag (see :func:`plan_prune`): the newest ``keep``, a younger age than ``min_age`` at ``now``,
+    an image in ``pointed``."""
+
+    keep: int
+    min_age: timedelta
+    now: datetime
+    pointed: frozenset[str]
+
+    def decide(self, info: TagInfo, rank: int) -> Deletion:
+        """The decision for ``info``, the ``rank``-th newest tag (0: the newest)."""
+        if rank < self.keep:
+            return Deletion(info.tag, info.digest, delete=False, reason=f"one of the newest {self.keep}")
+        if info.digest in self.pointed:
+            return Deletion(info.tag, info.digest, delete=False, reason="a moving tag or channel points to its image")
+        if self.now - info.time < self.min_age:
+            return Deletion(info.tag, info.digest, delete=False, reason=f"younger than {_age(self.min_age)}")
+        return Deletion(info.tag, info.digest, delete=True,
+                        reason=f"older than the newest {self.keep} and than {_age(self.min_age)}")
 
 
 def _share(decision: Deletion, kept: dict[str, str]) -> Deletion:
@@ -129,8 +140,9 @@ def execute_prune(store: TagStore, plan: Sequence[Deletion],
         return report
     watch = _Watch(store, {d.tag for d in plan})
     watch.relist()
+    execution = _Execution(store, watch, report, on_line)
     for digest, tags in groups.items():
-        _delete_image(store, watch, digest, tags, report, on_line)
+        execution.delete_image(digest, tags)
     return report
 
 
@@ -164,38 +176,50 @@ class _Watch:
         return sorted(t for t, d in [*self.pointers.items(), *self.unplanned.items()] if d == digest)
 
 
-def _delete_image(store: TagStore, watch: _Watch, digest: str, tags: list[str], report: PruneReport,
-                  on_line: Callable[[str], None]) -> None:
-    holders = watch.holders(digest)
-    if holders:
-        report.skipped += [(t, f"{', '.join(holders)} now points to its image") for t in tags]
-        on_line(f"kept {', '.join(tags)}: {', '.join(holders)} now points to {short_digest(digest)}")
-        return
-    try:
-        for tag in tags:
-            store.delete(tag)
-            report.deleted.append(tag)
-            on_line(f"deleted {tag} ({short_digest(digest)})")
-    except OperationError as exc:
-        report.failed += [(t, str(exc)) for t in tags if t not in report.deleted]
-        on_line(f"could not delete {short_digest(digest)}: {exc}")
-    before = dict(watch.pointers)
-    if watch.reread():
-        watch.relist()  # someone is moving tags right now: look for new names too
-    for pointer in sorted(p for p, d in before.items() if d is not None and watch.pointers.get(p) is None):
-        if _put_back(store, pointer, digest, report, on_line):
-            watch.pointers[pointer] = digest
+@dataclass(frozen=True)
+class _Execution:
+    """One execution of a plan: the store, the watch over it, the report being filled and where lines go."""
 
+    store: TagStore
+    watch: _Watch
+    report: PruneReport
+    on_line: Callable[[str], None]
 
-def _put_back(store: TagStore, pointer: str, digest: str, report: PruneReport, on_line: Callable[[str], None]) -> bool:
-    """Put ``pointer``, which went down with ``digest``'s manifest, back on it from the kept bytes; whether it
-    worked (a failure is reported)."""
-    try:
-        store.point(pointer, digest)
-    except OperationError as exc:
-        report.failed.append((pointer, f"went down with {short_digest(digest)} and could not be put back: {exc}"))
-        return False
-    report.restored.append(pointer)
-    on_line(f"put {pointer} back on {short_digest(digest)}: it moved onto the image while it was being deleted")
-    return True
+    def delete_image(self, digest: str, tags: list[str]) -> None:
+        """Delete ``tags`` (all of ``digest``'s planned tags) unless something now holds the image; then reread
+        the pointers and put back any that went down with it."""
+        watch, report = self.watch, self.report
+        holders = watch.holders(digest)
+        if holders:
+            report.skipped += [(t, f"{', '.join(holders)} now points to its image") for t in tags]
+            self.on_line(f"kept {', '.join(tags)}: {', '.join(holders)} now points to {short_digest(digest)}")
+            return
+        try:
+            for tag in tags:
+                self.store.delete(tag)
+                report.deleted.append(tag)
+                self.on_line(f"deleted {tag} ({short_digest(digest)})")
+        except OperationError as exc:
+            report.failed += [(t, str(exc)) for t in tags if t not in report.deleted]
+            self.on_line(f"could not delete {short_digest(digest)}: {exc}")
+        before = dict(watch.pointers)
+        if watch.reread():
+            watch.relist()  # someone is moving tags right now: look for new names too
+        for pointer in sorted(p for p, d in before.items() if d is not None and watch.pointers.get(p) is None):
+            if self.put_back(pointer, digest):
+                watch.pointers[pointer] = digest
+
+    def put_back(self, pointer: str, digest: str) -> bool:
+        """Put ``pointer``, which went down with ``digest``'s manifest, back on it from the kept bytes; whether it
+        worked (a failure is reported)."""
+        try:
+            self.store.point(pointer, digest)
+        except OperationError as exc:
+            self.report.failed.append((pointer, f"went down with {short_digest(digest)} and could not be put back:"
+                                                f" {exc}"))
+            return False
+        self.report.restored.append(pointer)
+        self.on_line(f"put {pointer} back on {short_digest(digest)}: it moved onto the image while it was being"
+                     " deleted")
+        return True
 

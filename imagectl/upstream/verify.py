@@ -412,7 +412,7 @@ def _framework_names(matrix: Matrix, framework: str | None) -> list[str]:
 COLUMNS = ("framework", "release", "variant", "what", "matrix", "index")
 
 
-def finding_rows(report: VerifyReport, notes: bool = False) -> list[dict[str, str]]:
+def finding_rows(report: VerifyReport, *, notes: bool = False) -> list[dict[str, str]]:
     """The table rows of the failing findings (and of the notes when ``notes``)."""
     return [asdict(f) for f in report.findings if notes or f.failing]
 

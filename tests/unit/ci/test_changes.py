@@ -25,24 +25,24 @@ def _with_nccl(matrix, version: str, cuda: str, nccl: str):
 
 def test_nothing_changed(matrix):
     profiles = list_profiles(matrix)
-    assert changed_profiles(profiles, profiles, False, Config()) == []
+    assert changed_profiles(profiles, profiles, Config(), templates_changed=False) == []
 
 
 def test_a_changed_variant_changes_only_its_profiles(matrix):
     new = _with_nccl(matrix, "2.3.1", "12.1", "2.21.5")
-    changed = changed_profiles(list_profiles(new), list_profiles(matrix), False, Config())
+    changed = changed_profiles(list_profiles(new), list_profiles(matrix), Config(), templates_changed=False)
     assert [p.name for p in changed] == ["torch-2.3-cu121", "torch-2.3-cu121-devel", "torch-2.3-cu121-base"]
 
 
 def test_templates_or_unreadable_old_matrix_change_everything(matrix):
     profiles = list_profiles(matrix)
-    assert changed_profiles(profiles, profiles, True, Config()) == profiles
-    assert changed_profiles(profiles, None, False, Config()) == profiles
+    assert changed_profiles(profiles, profiles, Config(), templates_changed=True) == profiles
+    assert changed_profiles(profiles, None, Config(), templates_changed=False) == profiles
 
 
 def test_new_profiles_are_changed(matrix):
     profiles = list_profiles(matrix)
-    assert changed_profiles(profiles, profiles[2:], False, Config()) == profiles[:2]
+    assert changed_profiles(profiles, profiles[2:], Config(), templates_changed=False) == profiles[:2]
 
 
 def test_fingerprint_ignores_where_the_framework_was_read(matrix):
