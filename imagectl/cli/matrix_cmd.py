@@ -16,6 +16,7 @@ from ..matrix.names import list_profiles
 from ..shipped import matrix_dirs
 from .app import check_framework, echo_json, framework_option, json_option, workspace
 from .table import format_table
+from .verify_views import COLUMNS, finding_rows, junit_cases, report_json, summary
 
 if TYPE_CHECKING:
     from .workspace import Workspace
@@ -62,14 +63,7 @@ def cmd_verify(  # noqa: PLR0913 - click passes one parameter per option
         ctx: click.Context, *, index: str | None, framework: str | None, as_json: bool, junit: str | None,
         show_notes: bool) -> int:
     """Compare every pin of the matrix with the PEP 658 metadata an index publishes; exit 1 on differences."""
-    from ..upstream.verify import (  # here: reading an index loads requests
-        COLUMNS,
-        finding_rows,
-        junit_cases,
-        report_json,
-        summary,
-        verify_matrix,
-    )
+    from ..upstream.verify import verify_matrix  # here: reading an index loads requests
 
     ws = workspace(ctx)
     report = verify_matrix(ws.matrix, framework, _check_index(index))

@@ -107,7 +107,8 @@ def builds_of(files: Iterable[DistFile]) -> dict[ReleaseKey, list[DistFile]]:
     return grouped
 
 
-def find_build(builds: Mapping[ReleaseKey, list[DistFile]], version: str, label: str, plain_ok: bool) -> list[DistFile]:
+def find_build(builds: Mapping[ReleaseKey, list[DistFile]], version: str, label: str, *,
+               plain_ok: bool) -> list[DistFile]:
     """The wheels of ``version`` labelled ``label``, else (when ``plain_ok``) its unlabelled wheels, else []."""
     try:
         wanted = Version(Version(version).public)
@@ -155,32 +156,6 @@ def yanked_reason(files: Sequence[DistFile]) -> str | None:
     if not files or not all(f.yanked for f in files):
         return None
     return next((f.yanked_reason for f in files if f.yanked_reason), "")
-
-
-def read_build(project: str, key: ReleaseKey, files: Sequence[DistFile], index: str, session: requests.Session,
-               settings: IndexSettings = DEFAULT_SETTINGS, hint: Sequence[str] = ()) -> IndexBuild:
-    """Read the metadata of the build's best wheel (trying up to MAX_TRIES wheels) into an IndexBuild.
-
-    Raises:
-        PackageIndexError: the build has no Linux x86_64 or pure wheel, or no tried wheel's metadata
-            could be read (the last error is given).
-    """
-    candidates = wheel_candidates(files)
-    if not candidates:
-        raise PackageIndexError(f"{index}: {project} {_label(key)} has no Linux x86_64 or pure Python wheel")
-    error: PackageIndexError | None = None
-    for file in candidates[:MAX_TRIES]:
-        try:
-            metadata = wheel_metadata(file, session, settings)
-        except PackageIndexError as exc:
-            error = exc
-            continue
-        return IndexBuild(project=canonicalize_name(project), version=str(key[0]), local=key[1], filename=file.filename,
-                          python=marker_python(file, hint), requirements=metadata.requires_dist,
-                          abis=cpython_abis(linux_x86_64_wheels(files)), yanked=yanked_reason(files), source=index,
-                          tags=wheel_tags(files))
-    assert error is not None
-    raise error
 
 
 def _label(key: ReleaseKey) -> str:
@@ -249,13 +224,40 @@ class IndexReader:
         return _value(self._projects[name])
 
     def read(self, name: str, key: ReleaseKey, files: Sequence[DistFile], hint: Sequence[str] = ()) -> IndexBuild:
-        """The build ``key`` of ``name`` (its ``files``) read with :func:`read_build`; raises as it does."""
+        """The build ``key`` of ``name`` (its ``files``), read once (:meth:`read_build`); raises as it does, the
+        same error again on a second call."""
         if (name, key) not in self._builds:
             try:
-                self._builds[(name, key)] = read_build(name, key, files, self.index, self.session, self.settings, hint)
+                self._builds[(name, key)] = self.read_build(name, key, files, hint)
             except PackageIndexError as exc:
                 self._builds[(name, key)] = exc
         return _value(self._builds[(name, key)])
+
+    def read_build(self, project: str, key: ReleaseKey, files: Sequence[DistFile],
+                   hint: Sequence[str] = ()) -> IndexBuild:
+        """Read the metadata of the build's best wheel (trying up to MAX_TRIES wheels) into an IndexBuild; the
+        markers of a pure wheel are evaluated for a Python of ``hint`` (see :func:`marker_python`).
+
+        Raises:
+            PackageIndexError: the build has no Linux x86_64 or pure wheel, or no tried wheel's metadata
+                could be read (the last error is given).
+        """
+        candidates = wheel_candidates(files)
+        if not candidates:
+            raise PackageIndexError(f"{self.index}: {project} {_label(key)} has no Linux x86_64 or pure Python wheel")
+        error: PackageIndexError | None = None
+        for file in candidates[:MAX_TRIES]:
+            try:
+                metadata = wheel_metadata(file, self.session, self.settings)
+            except PackageIndexError as exc:
+                error = exc
+                continue
+            return IndexBuild(project=canonicalize_name(project), version=str(key[0]), local=key[1],
+                              filename=file.filename, python=marker_python(file, hint),
+                              requirements=metadata.requires_dist, abis=cpython_abis(linux_x86_64_wheels(files)),
+                              yanked=yanked_reason(files), source=self.index, tags=wheel_tags(files))
+        assert error is not None
+        raise error
 
 
 def _value(found: Any) -> Any:

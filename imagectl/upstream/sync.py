@@ -63,6 +63,18 @@ class Proposal:
     other_cuda: tuple[str, ...] = ()  # for a newer patch: CUDA versions of the line's non-PyPI variants
 
 
+@dataclass(frozen=True)
+class ProposalInputs:
+    """What a proposal for one build rests on besides the build's metadata: the matrix's newest older release
+    (its variants guide the proposal), the matrix's newest patch of the build's minor line (None for a new line),
+    the companions found for the build and a TODO line for each one not found."""
+
+    previous: Release | None
+    newer_than: str | None = None
+    companions: tuple[tuple[str, str], ...] = ()
+    todo: tuple[str, ...] = ()
+
+
 # --- pure ---------------------------------------------------------------------------------------
 
 
@@ -101,9 +113,9 @@ def cuda_of(build: IndexBuild, extras: Sequence[str] = ()) -> tuple[str | None, 
     return major_minor(pinned), f"{requirement.name}=={pinned}"
 
 
-def propose(matrix: Matrix, fw: Framework, build: IndexBuild, companions: Sequence[tuple[str, str]],
-            todo: Sequence[str], previous: Release | None, newer_than: str | None) -> Proposal:
+def propose(matrix: Matrix, fw: Framework, build: IndexBuild, inputs: ProposalInputs) -> Proposal:
     """The proposal for one build of ``fw`` (pure): every fact read from ``build``'s metadata."""
+    previous, newer_than = inputs.previous, inputs.newer_than
     extras = _extras(fw, previous)
     requirements = applicable(build.requirements, build.python, extras)
     skip = {canonicalize_name(n) for n in (fw.package, *fw.companions)}
@@ -117,7 +129,7 @@ def propose(matrix: Matrix, fw: Framework, build: IndexBuild, companions: Sequen
         for name in ("cudnn", "nccl")
     }
     return Proposal(
-        framework=fw.name, version=build.version, python=build.pythons, companions=tuple(companions), todo=tuple(todo),
+        framework=fw.name, version=build.version, python=build.pythons, companions=inputs.companions, todo=inputs.todo,
         cuda=cuda, cuda_from=cuda_from, cuda_declared=cuda in matrix.cuda, cudnn=fields["cudnn"], nccl=fields["nccl"],
         pins=pins, loose=loose, source=f"{build.source} {build.filename} metadata", newer_than=newer_than,
         other_cuda=tuple(v.cuda for v in previous.variants if not v.pypi) if previous and newer_than else (),
@@ -213,7 +225,8 @@ def sync_framework(matrix: Matrix, fw: Framework, reader: IndexReader) -> list[P
         build = reader.read(fw.package, (version, ""), files)
         previous = _previous(fw, version)
         companions, todo = _companions(fw, build, previous, reader)
-        proposals.append(propose(matrix, fw, build, companions, todo, previous, newer_than))
+        inputs = ProposalInputs(previous, newer_than, tuple(companions), tuple(todo))
+        proposals.append(propose(matrix, fw, build, inputs))
     return proposals
 
 

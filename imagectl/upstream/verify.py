@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Literal
 
 import requests
@@ -86,6 +86,17 @@ class PinFinding:
     def __str__(self) -> str:
         return (f"{self.framework} {self.release} {self.variant}: {self.what}:"
                 f" matrix says {self.matrix}, index says {self.index} ({self.kind})")
+
+
+@dataclass(frozen=True)
+class Companion:
+    """A companion release a framework release names (``torchvision`` ``0.18.1``) and its build on the index:
+    None when there is none, with ``why_missing`` (not on the index, unreadable)."""
+
+    name: str
+    version: str
+    build: IndexBuild | None
+    why_missing: str = "not on the index"
 
 
 @dataclass(frozen=True)
@@ -228,52 +239,51 @@ def compare_python_pins(fw: Framework, release: Release, variant: Variant, build
     return rows
 
 
-def compare_companion_pythons(release: Release, tag: str, fw: Framework, name: str, version: str,
-                              companion: IndexBuild | None) -> list[PinFinding]:
-    """A Python of the release that no Linux x86_64 wheel of companion ``name`` installs on (``cp312-abi3``
+def compare_companion_pythons(fw: Framework, release: Release, tag: str, companion: Companion) -> list[PinFinding]:
+    """A Python of the release that no Linux x86_64 wheel of the companion installs on (``cp312-abi3``
     installs on 3.12 and later, ``py3-none`` on all) must be in the release's ``unavailable``, and a Python in
     ``unavailable`` is not checked (pure; a companion read without its wheel tags is not checked)."""
-    if companion is None or not companion.tags:
+    build = companion.build
+    if build is None or not build.tags:
         return []
-    missing = [p for p in release.python if not installs_on(companion.tags, p) and not release.unavailable_reason(p)]
-    return [PinFinding(fw.name, release.version, tag, f"companion {name} on Python {p}", "available",
-                       f"no wheel of {name} {version} installs on CPython {p}", DIFFERS) for p in missing]
+    missing = [p for p in release.python if not installs_on(build.tags, p) and not release.unavailable_reason(p)]
+    return [PinFinding(fw.name, release.version, tag, f"companion {companion.name} on Python {p}", "available",
+                       f"no wheel of {companion.name} {companion.version} installs on CPython {p}", DIFFERS)
+            for p in missing]
 
 
-def compare_companion(fw: Framework, release: Release, tag: str, name: str, version: str,
-                      framework_requirements: Sequence[Requirement], companion: IndexBuild | None,
-                      why_missing: str = "not on the index") -> list[PinFinding]:
-    """Whether companion ``name`` ``version`` goes with the release (pure).
+def compare_companion(fw: Framework, release: Release, tag: str, companion: Companion,
+                      framework_requirements: Sequence[Requirement]) -> list[PinFinding]:
+    """Whether the companion goes with the release (pure).
 
     The framework's own requirement on the companion decides when there is one; else the companion's
     requirement on the framework: ``==`` the release is right, a range that admits it is *unverifiable*,
     anything else *differs*.
     """
-    what = f"companion {name}"
-    row = _companion_row(fw, release, name, version, framework_requirements, companion)
-    if companion is None and row is None:
-        row = (version, why_missing, MISSING)
-    return [] if row is None else [PinFinding(fw.name, release.version, tag, what, *row)]
+    row = _companion_row(fw, release, companion, framework_requirements)
+    if companion.build is None and row is None:
+        row = (companion.version, companion.why_missing, MISSING)
+    return [] if row is None else [PinFinding(fw.name, release.version, tag, f"companion {companion.name}", *row)]
 
 
-def _companion_row(fw: Framework, release: Release, name: str, version: str,
-                   framework_requirements: Sequence[Requirement],
-                   companion: IndexBuild | None) -> tuple[str, str, PinKind] | None:
+def _companion_row(fw: Framework, release: Release, companion: Companion,
+                   framework_requirements: Sequence[Requirement]) -> tuple[str, str, PinKind] | None:
+    name, version, build = companion.name, companion.version, companion.build
     own = requirements_on(framework_requirements, name)
     if own:
         if all(satisfies(r, version) for r in own):
             return None
         return (version, f"{fw.package} requires {_spec_text(own)}", DIFFERS)
-    if companion is None:
+    if build is None:
         return None
-    back = requirements_on(applicable(companion.requirements, companion.python), fw.package)
+    back = requirements_on(applicable(build.requirements, build.python), fw.package)
     if not back:
         return (version, f"{name} {version} does not require {fw.package}", UNVERIFIABLE)
     exact = [v for r in back if (v := exact_version(r)) is not None]
     if exact:
         ok = _public(exact[0]) == _public(release.version)
         return None if ok else (version, f"{name} {version} requires {fw.package}=={exact[0]}", DIFFERS)
-    local = f"{release.version}+{companion.local}" if companion.local else release.version
+    local = f"{release.version}+{build.local}" if build.local else release.version
     admits = all(satisfies(r, release.version) or satisfies(r, local) for r in back)
     return (version, f"{name} {version} requires {_spec_text(back)}", UNVERIFIABLE if admits else DIFFERS)
 
@@ -345,9 +355,9 @@ def _verify_variant(fw: Framework, release: Release, variant: Variant, files: li
     findings = compare_build(fw, release, variant, build)
     requirements = applicable(build.requirements, build.python, (tag,))
     for name, version in release.companions:
-        companion, why = _companion_build(reader, name, version, build.local, release.python)
-        findings += compare_companion(fw, release, tag, name, version, requirements, companion, why)
-        findings += compare_companion_pythons(release, tag, fw, name, version, companion)
+        companion = _companion(reader, name, version, build.local, release.python)
+        findings += compare_companion(fw, release, tag, companion, requirements)
+        findings += compare_companion_pythons(fw, release, tag, companion)
     return findings
 
 
@@ -356,20 +366,21 @@ def _label_of(file: DistFile) -> str:
     return key[1] if key else ""
 
 
-def _companion_build(reader: IndexReader, name: str, version: str, label: str,
-                     hint: Sequence[str]) -> tuple[IndexBuild | None, str]:
-    """The companion's build with the same label (else unlabelled), or None and why it is missing."""
+def _companion(reader: IndexReader, name: str, version: str, label: str, hint: Sequence[str]) -> Companion:
+    """Companion ``name`` ``version`` with its build of the same label (else unlabelled), or without one and why
+    it is missing."""
     try:
         builds = reader.project(name)
     except PackageIndexError as exc:
-        return None, str(exc)
+        return Companion(name, version, None, str(exc))
     files = find_build(builds, version, label, plain_ok=True)
     if not files:
-        return None, "not on the index"
+        return Companion(name, version, None, "not on the index")
     try:
-        return reader.read(name, (Version(Version(version).public), _label_of(files[0])), files, hint), ""
+        return Companion(name, version, reader.read(name, (Version(Version(version).public), _label_of(files[0])),
+                                                    files, hint), "")
     except PackageIndexError as exc:
-        return None, f"unreadable: {exc}"
+        return Companion(name, version, None, f"unreadable: {exc}")
 
 
 def verify_matrix(matrix: Matrix, framework: str | None = None, index: str | None = None,
@@ -405,39 +416,3 @@ def _framework_names(matrix: Matrix, framework: str | None) -> list[str]:
     if framework not in matrix.frameworks:
         raise InputError(f"--framework {framework!r}: not in the matrix ({', '.join(sorted(matrix.frameworks))})")
     return [framework]
-
-
-# --- presenting ---------------------------------------------------------------------------------
-
-COLUMNS = ("framework", "release", "variant", "what", "matrix", "index")
-
-
-def finding_rows(report: VerifyReport, *, notes: bool = False) -> list[dict[str, str]]:
-    """The table rows of the failing findings (and of the notes when ``notes``)."""
-    return [asdict(f) for f in report.findings if notes or f.failing]
-
-
-def report_json(report: VerifyReport) -> dict[str, object]:
-    """Everything ``verify --json`` prints."""
-    return {
-        "indexes": dict(report.indexes),
-        "checked": [{"framework": f, "release": r, "variant": v} for f, r, v in report.checked],
-        "findings": [asdict(f) for f in report.findings],
-        "differences": len(report.failures),
-    }
-
-
-def junit_cases(report: VerifyReport) -> list[tuple[str, str, str | None]]:
-    """One JUnit case per build checked, failing with its differences (notes do not fail)."""
-    by_build: dict[tuple[str, str, str], list[str]] = {key: [] for key in report.checked}
-    for finding in report.failures:
-        by_build.setdefault((finding.framework, finding.release, finding.variant), []).append(str(finding))
-    return [(f"imagectl.matrix.verify.{fw}", f"{fw} {release} {tag}", "\n".join(lines) or None)
-            for (fw, release, tag), lines in by_build.items()]
-
-
-def summary(report: VerifyReport) -> str:
-    """``N builds checked against INDEX: D differences, M notes``."""
-    notes = len(report.findings) - len(report.failures)
-    where = ", ".join(sorted(set(report.indexes.values()))) or "no index"
-    return f"{len(report.checked)} builds checked against {where}: {len(report.failures)} differences, {notes} notes"

@@ -14,7 +14,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from imagectl.upstream.index_builds import IndexBuild, applicable, marker_python
-from imagectl.upstream.verify import compare_build, compare_companion
+from imagectl.upstream.verify import Companion, compare_build, compare_companion
 from imagectl.pypi import DistFile, WheelMetadata, exact_pins
 
 FIELDS = ("cuda", "cudnn", "nccl", "yanked")
@@ -95,7 +95,7 @@ def test_companions_agree(shipped_matrix, recorded):
         build = recorded_build(recorded, release.version)
         own = applicable(build.requirements, build.python)
         for name, version in release.companions:
-            found = compare_companion(fw, release, fw.tag_of(variant.cuda), name, version, own,
-                                      companion_build(recorded, name, version), "not recorded")
+            companion = Companion(name, version, companion_build(recorded, name, version), "not recorded")
+            found = compare_companion(fw, release, fw.tag_of(variant.cuda), companion, own)
             disagreements += [str(f) for f in found if f.failing]
     assert not disagreements, "\n".join(disagreements)

@@ -12,7 +12,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from imagectl.upstream.index_builds import IndexBuild
-from imagectl.upstream.sync import missing_releases, propose, render_proposal
+from imagectl.upstream.sync import ProposalInputs, missing_releases, propose, render_proposal
 from imagectl.matrix.load import load_matrix
 
 if sys.version_info >= (3, 11):
@@ -46,8 +46,8 @@ def recorded_build(recorded, version: str) -> IndexBuild:
 
 def test_a_proposal_from_recorded_metadata(matrix, recorded):
     fw = matrix.frameworks["torch"]
-    proposal = propose(matrix, fw, recorded_build(recorded, "2.9.1"), [("torchvision", "0.24.1")],
-                       ["torchaudio: none found"], fw.releases[0], None)
+    inputs = ProposalInputs(fw.releases[0], companions=(("torchvision", "0.24.1"),), todo=("torchaudio: none found",))
+    proposal = propose(matrix, fw, recorded_build(recorded, "2.9.1"), inputs)
     assert proposal.cuda == "12.8" and proposal.cuda_declared
     assert proposal.cuda_from == "nvidia-cuda-runtime-cu12==12.8.90"
     assert proposal.cudnn == "9.10.2.21" and proposal.nccl == "2.27.5"
@@ -64,7 +64,7 @@ def test_a_proposal_from_recorded_metadata(matrix, recorded):
 
 def test_an_undeclared_cuda_and_loose_pins_become_comments(matrix, recorded):
     fw = matrix.frameworks["torch"]
-    proposal = propose(matrix, fw, recorded_build(recorded, "2.14.1"), [], [], fw.releases[0], None)
+    proposal = propose(matrix, fw, recorded_build(recorded, "2.14.1"), ProposalInputs(fw.releases[0]))
     assert proposal.cuda == "13.0" and not proposal.cuda_declared
     text = render_proposal(proposal)
     assert 'CUDA 13.0 is not declared in any [cuda] table; add [cuda."13.0"]' in text
@@ -75,7 +75,7 @@ def test_an_undeclared_cuda_and_loose_pins_become_comments(matrix, recorded):
 def test_a_newer_patch_names_the_variants_to_carry_over(matrix, recorded):
     fw = matrix.frameworks["torch"]
     previous = next(r for r in fw.releases if r.version == "2.3.1")
-    proposal = propose(matrix, fw, recorded_build(recorded, "2.3.1"), [], [], previous, "2.3.0")
+    proposal = propose(matrix, fw, recorded_build(recorded, "2.3.1"), ProposalInputs(previous, "2.3.0"))
     assert proposal.other_cuda == ("11.8",)
     text = render_proposal(proposal)
     assert "newer patch of 2.3; the matrix has 2.3.0" in text

@@ -18,6 +18,7 @@ from imagectl.upstream.verify import (
     MISSING,
     UNSTATED,
     UNVERIFIABLE,
+    Companion,
     compare_build,
     compare_companion,
     locate_build,
@@ -169,7 +170,7 @@ def companion(lines: list[str], local: str = "") -> IndexBuild:
 ])
 def test_companion_by_its_torch_requirement(matrix, lines, kind):
     fw, release = release_of(matrix)
-    found = compare_companion(fw, release, "cu121", "torchvision", "0.18.1", (), companion(lines))
+    found = compare_companion(fw, release, "cu121", Companion("torchvision", "0.18.1", companion(lines)), ())
     assert [f.kind for f in found] == ([kind] if kind else [])
     assert all(f.what == "companion torchvision" for f in found)
 
@@ -177,18 +178,19 @@ def test_companion_by_its_torch_requirement(matrix, lines, kind):
 def test_companion_with_a_local_version_pin(matrix):
     fw, release = release_of(matrix)
     pinned = companion(["torch==2.3.1+cu118"], "cu118")
-    assert compare_companion(fw, release, "cu118", "torchvision", "0.18.1", (), pinned) == []
+    assert compare_companion(fw, release, "cu118", Companion("torchvision", "0.18.1", pinned), ()) == []
     ranged = companion(["torch>=2.3"], "cu118")
-    assert compare_companion(fw, release, "cu118", "torchvision", "0.18.1", (), ranged)[0].kind == UNVERIFIABLE
+    found = compare_companion(fw, release, "cu118", Companion("torchvision", "0.18.1", ranged), ())
+    assert found[0].kind == UNVERIFIABLE
 
 
 def test_missing_companion_and_the_frameworks_own_requirement(matrix):
     fw, release = release_of(matrix)
-    missing = compare_companion(fw, release, "cu121", "torchvision", "0.18.1", (), None, "not on the index")
+    missing = compare_companion(fw, release, "cu121", Companion("torchvision", "0.18.1", None, "not on the index"), ())
     assert rows(missing) == {("companion torchvision", "0.18.1", "not on the index", MISSING)}
     own = (Requirement("torchvision==0.18.1"),)
-    assert compare_companion(fw, release, "cu121", "torchvision", "0.18.1", own, companion(["numpy"])) == []
-    wrong = compare_companion(fw, release, "cu121", "torchvision", "0.18.0", own, None)
+    assert compare_companion(fw, release, "cu121", Companion("torchvision", "0.18.1", companion(["numpy"])), own) == []
+    wrong = compare_companion(fw, release, "cu121", Companion("torchvision", "0.18.0", None), own)
     assert [f.kind for f in wrong] == [DIFFERS] and "torch requires torchvision==0.18.1" in wrong[0].index
 
 
