@@ -87,7 +87,7 @@ class TokenServer:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _token_handler(self))
         self.realm = f"http://127.0.0.1:{self._server.server_address[1]}/token"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.01,), daemon=True)
         self._thread.start()
 
     def hits(self) -> int:
@@ -340,7 +340,7 @@ class FaultInjectingProxy:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _proxy_handler(self))
         self.host = f"127.0.0.1:{self._server.server_address[1]}"
         self.url = f"http://{self.host}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, args=(0.01,), daemon=True).start()
 
     def script(self, path_prefix: str, statuses: list[int], retry_after: str | None = None) -> None:
         """Answer the next ``len(statuses)`` requests under ``path_prefix`` with these statuses."""
