@@ -43,16 +43,17 @@ MAX_TOKEN_BYTES = 1024 * 1024
 CredentialsLookup = Callable[[str], "Credentials | None"]
 
 
-class Send(Protocol):
-    """How the authenticator reaches a token server: the client's retrying, TLS-aware request function.
+class TokenGet(Protocol):
+    """How the authenticator reaches a token server: a GET through the client's retrying, TLS-aware request path,
+    which reads the answer's body (at most ``MAX_TOKEN_BYTES``) before ``deadline``."""
 
-    It reads the answer's body (at most ``max_bytes``) before ``deadline``.
-    """
+    def __call__(self, url: str, deadline: Deadline, *, params: object = None,
+                 headers: Mapping[str, str] | None = None) -> requests.Response: ...
 
-    def __call__(
-        self, method: str, url: str, deadline: Deadline, *, params: object = None,
-        headers: Mapping[str, str] | None = None, max_bytes: int = ...,
-    ) -> requests.Response: ...
+
+def credentials_given(credentials: Credentials) -> CredentialsLookup:
+    """The lookup of credentials given up front: it answers them for any registry."""
+    return lambda registry: credentials
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def merge_scopes(*groups: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"{res}:{','.join(sorted(acts))}" if acts else res for res, acts in actions.items())
 
 
-def realm_may_get_credentials(realm: str, registry: str, insecure: bool) -> bool:
+def realm_may_get_credentials(realm: str, registry: str, *, insecure: bool) -> bool:
     """True if credentials may be sent to token ``realm`` (a URL) for ``registry`` (``host[:port]``).
 
     Only over https, or over plain http when the registry is used ``insecure``-ly and the realm is on the
@@ -170,25 +171,19 @@ class TokenCache:
 class Authenticator:
     """Hands out ``Authorization`` values for one registry and answers its 401 challenges.
 
-    ``credentials`` are used as given; otherwise ``lookup(registry)`` is called once, on the first challenge
-    that needs them (so an anonymous registry never runs a credential helper).  ``insecure`` (the registry is
-    loopback or marked insecure) permits sending credentials to a plain-http token realm on the registry's own
-    loopback host, and nowhere else (:func:`realm_may_get_credentials`).
+    ``lookup(registry)`` is called once, on the first challenge that needs credentials (so an anonymous registry
+    never runs a credential helper; credentials given up front come as :func:`credentials_given`); without one
+    there are none.  ``insecure`` (the registry is loopback or marked insecure) permits sending credentials to a
+    plain-http token realm on the registry's own loopback host, and nowhere else
+    (:func:`realm_may_get_credentials`).
     """
 
-    def __init__(
-        self,
-        registry: str,
-        send: Send,
-        credentials: Credentials | None = None,
-        lookup: CredentialsLookup | None = None,
-        insecure: bool = False,
-        cache: TokenCache | None = None,
-    ) -> None:
+    def __init__(self, registry: str, get_token: TokenGet, lookup: CredentialsLookup | None = None, *,
+                 insecure: bool = False, cache: TokenCache | None = None) -> None:
         self.registry = registry
-        self._send = send
-        self._credentials = credentials
-        self._lookup = lookup if credentials is None else None
+        self._get_token = get_token
+        self._credentials: Credentials | None = None
+        self._lookup = lookup
         self._insecure = insecure
         self._cache = cache or TokenCache()
         self._challenge: Challenge | None = None
@@ -249,7 +244,7 @@ class Authenticator:
         if not realm.startswith(("https://", "http://")) or not urlsplit(realm).hostname:
             raise AuthError(f"registry {self.registry}: bearer challenge has no usable realm ({realm[:80]!r})")
         credentials = self.credentials()
-        if credentials and not realm_may_get_credentials(realm, self.registry, self._insecure):
+        if credentials and not realm_may_get_credentials(realm, self.registry, insecure=self._insecure):
             raise AuthError(
                 f"registry {self.registry}: token realm {realm_host(realm)} is plain http and not this registry's "
                 "own loopback host; refusing to send credentials there (a token realm must be https)"
@@ -258,7 +253,7 @@ class Authenticator:
         params = [("service", challenge.service)] if challenge.service else []
         params += [("scope", scope) for scope in scopes]
         log.debug("requesting a token from %s for %s", realm_host(realm), " ".join(scopes) or "no scope")
-        response = self._send("GET", realm, deadline, params=params, headers=headers, max_bytes=MAX_TOKEN_BYTES)
+        response = self._get_token(realm, deadline, params=params, headers=headers)
         if response.status_code in (401, 403):
             raise self._refused(response, realm, credentials)
         if response.status_code != 200:

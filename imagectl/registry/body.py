@@ -54,8 +54,9 @@ def read_body(response: requests.Response, limit: int, deadline: Deadline, *, tr
     return _keep(response, bytes(data))
 
 
-def read_some(raw: urllib3.BaseHTTPResponse, size: int, deadline: Deadline, *, decode: bool,
-              stall_s: float = math.inf, late: str = "the answer was still arriving") -> bytes:
+def read_some(  # noqa: PLR0913 - one socket read and the keyword-only limits of its wait
+        raw: urllib3.BaseHTTPResponse, size: int, deadline: Deadline, *, decode: bool, stall_s: float = math.inf,
+        late: str = "the answer was still arriving") -> bytes:
     """Up to ``size`` bytes from at most one socket read of ``raw`` (b"" at the end of the body).
 
     The read waits no longer than the deadline leaves, nor than ``stall_s``.  ``decode`` undoes a

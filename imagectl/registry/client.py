@@ -29,7 +29,7 @@ import hashlib
 import logging
 import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import IO, Any, Iterator, Mapping, Protocol, Union, cast
 from urllib.parse import parse_qs, urljoin, urlsplit
 
@@ -39,7 +39,7 @@ import urllib3
 from ..errors import InputError, RegistryError, ValidationError
 from ..reference import check_tag
 from ..retry import RetryPolicy, loggable_url, send_with_retries
-from .auth import Authenticator, CredentialsLookup, TokenCache, repository_scope
+from .auth import MAX_TOKEN_BYTES, Authenticator, CredentialsLookup, TokenCache, credentials_given, repository_scope
 from .body import ERROR_BODY_BYTES, is_read, read_body, read_some
 from .credentials import Credentials, load_credentials
 from .deadline import PROGRESS_BYTES, Clock, Deadline, transfer_seconds
@@ -133,6 +133,20 @@ class _Payload:
             cast(IO[bytes], self.data).seek(self._start)
 
 
+@dataclass(frozen=True)
+class _Exchange:
+    """One HTTP request as the request path passes it down: what is sent, and how much of a 2xx answer's body is
+    read (none when ``stream``: the caller reads it)."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str] | None = None
+    params: Any = None
+    payload: _Payload = field(default_factory=lambda: _Payload(None))
+    stream: bool = False
+    max_bytes: int = MAX_OTHER_BYTES
+
+
 def _seekable(data: Body) -> bool:
     """True for a file-like ``data`` that can go back to where it started."""
     seekable = getattr(data, "seekable", None)
@@ -170,7 +184,7 @@ class BlobReader:
     than ``timeouts.read_s``.  Close it (or use it as a context manager) to release the connection.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the answer, what it is (for messages), and the limits and clock it is read with
         self, response: requests.Response, digest: str, registry: str, what: str = "",
         timeouts: Timeouts = Timeouts(), clock: Clock = time.monotonic,
     ) -> None:
@@ -246,7 +260,7 @@ class RegistryClient:
     has its own redirect handling switched off (see :class:`NoRedirectSession`): the client follows them.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword-only options with defaults: each caller sets the few it needs
         self,
         host: str,
         *,
@@ -265,7 +279,8 @@ class RegistryClient:
         self._timeouts = timeouts
         self._session = _no_redirects(session)
         self._scheme: str | None = None if insecure else "https"
-        self._auth = Authenticator(host, self._send, credentials, lookup, insecure, token_cache)
+        given = credentials_given(credentials) if credentials is not None else lookup
+        self._auth = Authenticator(host, self._get_token, given, insecure=insecure, cache=token_cache)
 
     def __repr__(self) -> str:
         return f"RegistryClient(host={self.host!r}, insecure={self.insecure})"
@@ -460,7 +475,7 @@ class RegistryClient:
 
     # -- the one request path ----------------------------------------------------------------------------
 
-    def _request(
+    def _request(  # noqa: PLR0913 - keyword-only request options with defaults: each call names the few it needs
         self,
         method: str,
         path: str,
@@ -484,102 +499,92 @@ class RegistryClient:
         """
         deadline = Deadline.after(seconds or self._timeouts.request_s, self.host, what)
         url = path if "://" in path else self._base_url(deadline) + path
-        options = {"params": params, "stream": stream, "max_bytes": max_bytes}
-        response = self._authorized_send(method, url, scopes, _Payload(data), deadline, headers, options)
+        exchange = _Exchange(method, url, headers, params, _Payload(data), stream, max_bytes)
+        response = self._authorized_send(exchange, scopes, deadline)
         if response.status_code not in ok:
             error = error_from_response(response, self.host, what, self._hint(response))
             response.close()
             raise error
         return response
 
-    def _authorized_send(
-        self, method: str, url: str, scopes: tuple[str, ...], payload: _Payload, deadline: Deadline,
-        headers: Mapping[str, str] | None, options: dict[str, Any],
-    ) -> requests.Response:
+    def _authorized_send(self, exchange: _Exchange, scopes: tuple[str, ...], deadline: Deadline) -> requests.Response:
         """Send with the known Authorization (only to this registry's host); answer a 401 challenge once."""
-        own = urlsplit(url).netloc == self._api_host
+        own = urlsplit(exchange.url).netloc == self._api_host
         sent = self._auth.header_for(scopes, deadline) if own else None
-        response = self._send(method, url, deadline, headers=_with_auth(headers, sent), payload=payload, **options)
-        if response.status_code != 401 or not own or not payload.resendable:
+        response = self._send(replace(exchange, headers=_with_auth(exchange.headers, sent)), deadline)
+        if response.status_code != 401 or not own or not exchange.payload.resendable:
             return response
         retry_with = self._auth.answer(response, scopes, deadline)
         if not retry_with or retry_with == sent:
             return response
         response.close()
-        return self._send(method, url, deadline, headers=_with_auth(headers, retry_with), payload=payload, **options)
+        return self._send(replace(exchange, headers=_with_auth(exchange.headers, retry_with)), deadline)
 
-    def _send(
-        self,
-        method: str,
-        url: str,
-        deadline: Deadline,
-        *,
-        params: Any = None,
-        headers: Mapping[str, str] | None = None,
-        payload: _Payload | None = None,
-        stream: bool = False,
-        max_bytes: int = MAX_OTHER_BYTES,
-    ) -> requests.Response:
+    def _get_token(self, url: str, deadline: Deadline, *, params: object = None,
+                   headers: Mapping[str, str] | None = None) -> requests.Response:
+        """The token server's answer (see :class:`.auth.TokenGet`): a GET of ``url``, its body read (at most
+        ``MAX_TOKEN_BYTES``) before ``deadline``.  Raises RegistryError as :meth:`_send` does."""
+        return self._send(_Exchange("GET", url, headers, params, max_bytes=MAX_TOKEN_BYTES), deadline)
+
+    def _send(self, exchange: _Exchange, deadline: Deadline) -> requests.Response:
         """One HTTP exchange and the redirects of a GET or HEAD, each tried again after transient failures.
 
         The body is read as :meth:`_settle` says.  Raises RegistryError "registry HOST unreachable" when no try
         got an answer, and RegistryError when ``deadline`` passes, the body is over ``max_bytes`` or there are
         more than ``MAX_REDIRECTS`` redirects.
         """
-        body = payload or _Payload(None)
         for _ in range(MAX_REDIRECTS + 1):
-            response = self._exchange(method, url, deadline, params, headers, body, stream, max_bytes)
-            target = _redirect_target(response, method)
+            response = self._exchange(exchange, deadline)
+            target = _redirect_target(response, exchange.method)
             if target is None:
                 return response
             response.close()
-            headers, url, params = _redirected_headers(headers, url, target), target, None
+            headers = _redirected_headers(exchange.headers, exchange.url, target)
+            exchange = replace(exchange, url=target, headers=headers, params=None)
         raise RegistryError(f"registry {self.host}: {deadline.what}: more than {MAX_REDIRECTS} redirects")
 
-    def _exchange(
-        self, method: str, url: str, deadline: Deadline, params: Any, headers: Mapping[str, str] | None,
-        body: _Payload, stream: bool, max_bytes: int,
-    ) -> requests.Response:
+    def _exchange(self, exchange: _Exchange, deadline: Deadline) -> requests.Response:
         """One request, tried again (per the :class:`~imagectl.retry.RetryPolicy`) while ``deadline`` allows.
 
         Raises RegistryError (unreachable, out of time, body too large).
         """
         last = ["no answer"]
+        body = exchange.payload
         policy = self._retry if body.resendable else self._retry.once()
         policy = replace(policy, sleep=deadline.sleeper(policy.sleep, lambda: last[0]))
 
         def send_once() -> requests.Response:
             body.rewind()
             try:
-                response = self._send_once(method, url, params, headers, body.data, deadline)
+                response = self._send_once(exchange, deadline)
                 last[0] = f"last answer: {response.status_code} {response.reason or ''}".rstrip()
                 if not policy.should_retry(response.status_code):
-                    self._settle(response, method, stream, max_bytes, deadline)
+                    self._settle(response, exchange, deadline)
             except requests.exceptions.RequestException as exc:
                 last[0] = f"last try: {type(exc).__name__}"
                 raise
             return response
 
         try:
-            response = send_with_retries(send_once, policy, f"{method} {loggable_url(url)}")
-            self._settle(response, method, stream, max_bytes, deadline)
+            response = send_with_retries(send_once, policy, f"{exchange.method} {loggable_url(exchange.url)}")
+            self._settle(response, exchange, deadline)
         except requests.exceptions.RequestException as exc:
-            raise self._failure(url, exc, deadline, last[0]) from None
+            raise self._failure(exchange.url, exc, deadline, last[0]) from None
         return response
 
-    def _settle(self, response: requests.Response, method: str, stream: bool, max_bytes: int,
-                deadline: Deadline) -> None:
+    def _settle(self, response: requests.Response, exchange: _Exchange, deadline: Deadline) -> None:
         """Read the body of an answer that is not followed as a redirect: all of a 2xx answer (unless
-        ``stream``), which must not be over ``max_bytes``, and up to ``ERROR_BODY_BYTES`` of any other.
+        ``exchange.stream``), which must not be over ``exchange.max_bytes``, and up to ``ERROR_BODY_BYTES`` of
+        any other.
 
         Raises RegistryError (too large, out of time), requests' ConnectionError when the connection breaks.
         """
-        if is_read(response) or _redirect_target(response, method) is not None:
+        if is_read(response) or _redirect_target(response, exchange.method) is not None:
             return
         stall_s = self._timeouts.read_s
         if 200 <= response.status_code < 300:
-            if not stream:
-                read_body(response, max_bytes, deadline, stall_s=stall_s)
+            if not exchange.stream:
+                read_body(response, exchange.max_bytes, deadline, stall_s=stall_s)
             return
         read_body(response, ERROR_BODY_BYTES, deadline, truncate=True, stall_s=stall_s)
 
@@ -592,9 +597,7 @@ class RegistryClient:
             return unreachable_error(self._name_of(url), exc, _TLS_HINT)
         return unreachable_error(self._name_of(url), exc)
 
-    def _send_once(
-        self, method: str, url: str, params: Any, headers: Mapping[str, str] | None, data: Body, deadline: Deadline
-    ) -> requests.Response:
+    def _send_once(self, exchange: _Exchange, deadline: Deadline) -> requests.Response:
         """One try: the answer's status and headers (its body is left to read), each wait cut to the deadline."""
         left = deadline.left("no time left for another try")
         timeout = (min(self._timeouts.connect_s, left), min(self._timeouts.read_s, left))
@@ -602,10 +605,11 @@ class RegistryClient:
             if self.insecure:
                 warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
             response = self._session.request(
-                method, url, params=params, headers=dict(headers or {}), data=data, stream=True, timeout=timeout,
-                verify=not self.insecure, auth=_no_auth, allow_redirects=False,
+                exchange.method, exchange.url, params=exchange.params, headers=dict(exchange.headers or {}),
+                data=exchange.payload.data, stream=True, timeout=timeout, verify=not self.insecure, auth=_no_auth,
+                allow_redirects=False,
             )
-        log.debug("%s %s -> %s", method, loggable_url(url), response.status_code)
+        log.debug("%s %s -> %s", exchange.method, loggable_url(exchange.url), response.status_code)
         return response
 
     def _base_url(self, deadline: Deadline) -> str:
@@ -619,7 +623,7 @@ class RegistryClient:
         Raises RegistryError if ``deadline`` passes before it can tell.
         """
         try:
-            self._send_once("GET", f"https://{self._api_host}/v2/", None, None, None, deadline).close()
+            self._send_once(_Exchange("GET", f"https://{self._api_host}/v2/"), deadline).close()
         except (requests.exceptions.SSLError, requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
             if deadline.remaining() <= 0:
                 raise deadline.error(f"asking whether it speaks https: {type(exc).__name__}") from None

@@ -17,6 +17,7 @@ from imagectl.registry.auth import (
     Challenge,
     TokenCache,
     basic_header,
+    credentials_given,
     merge_scopes,
     parse_challenge,
     realm_may_get_credentials,
@@ -134,7 +135,7 @@ def test_escaped_quotes_in_a_quoted_value() -> None:
     ("ftp://127.0.0.1/token", "127.0.0.1:5000", True, False),
 ])
 def test_credentials_go_only_over_https_or_to_the_registrys_own_loopback_host(realm, registry, insecure, allowed):
-    assert realm_may_get_credentials(realm, registry, insecure) is allowed
+    assert realm_may_get_credentials(realm, registry, insecure=insecure) is allowed
 
 
 class TokenSend:
@@ -143,7 +144,7 @@ class TokenSend:
     def __init__(self) -> None:
         self.asked: list[tuple[str, dict[str, str]]] = []
 
-    def __call__(self, method, url, deadline, *, params=None, headers=None, max_bytes=0):
+    def __call__(self, url, deadline, *, params=None, headers=None):
         self.asked.append((url, dict(headers or {})))
         response = requests.Response()
         response.status_code, response._content = 200, b'{"token": "tok", "expires_in": 300}'
@@ -157,10 +158,13 @@ def _challenge(realm: str) -> requests.Response:
     return response
 
 
+ALICE = Credentials("alice", "pa55-w0rd")
+
+
 def _answer(realm: str, registry: str = "127.0.0.1:5000", insecure: bool = True,
-            credentials: Credentials | None = Credentials("alice", "pa55-w0rd")) -> tuple[object, TokenSend]:
+            credentials: Credentials | None = ALICE) -> tuple[object, TokenSend]:
     send = TokenSend()
-    auth = Authenticator(registry, send, credentials, insecure=insecure)
+    auth = Authenticator(registry, send, credentials_given(credentials) if credentials else None, insecure=insecure)
     deadline = Deadline.after(30, registry, "GET manifest team/x:v1")
     try:
         return auth.answer(_challenge(realm), ("repository:team/x:pull",), deadline), send
