@@ -257,7 +257,7 @@ def push_failure(repository: str, tag: str, message: str) -> str:
     line = " ".join(message.split())
     if not any(word in line.lower() for word in _REFUSED):
         return f"push of {repository}:{tag} failed: {line}"
-    from ..registry.credentials import docker_config_path
+    from ..registry.credentials import docker_config_path  # here: the registry package loads requests
 
     host = repository.split("/", 1)[0]
     return (f"push of {repository}:{tag} failed: the registry {host} refused the credentials ({line}); the engine "
