@@ -28,6 +28,16 @@ _USERINFO_RE = re.compile(r"^[A-Za-z0-9._~%!*+,;=-]+:[A-Za-z0-9._~%!*+,;=-]+$")
 _NETRC_UNSAFE_RE = re.compile(r"[\x00-\x20\x7f\"'`$\\#]")
 
 
+def is_safe_text(text: str) -> bool:
+    """Whether ``text`` holds no control character, quote, backtick, ``$`` or backslash."""
+    return bool(_SAFE_TEXT_RE.fullmatch(text))
+
+
+def refusal(what: str, value: object, expected: str) -> ValidationError:
+    """The ValidationError for ``value`` (given as ``what``) that is not ``expected``, redacted."""
+    return _fail(what, value, expected)
+
+
 def _error(message: str, value: object) -> ValidationError:
     """A ValidationError whose message went through :func:`redact` (the value may hold credentials)."""
     return ValidationError(redact(message, userinfo_secrets(value) if isinstance(value, str) else ()))
@@ -105,30 +115,6 @@ def check_token(value: object, what: str) -> str:
     if not isinstance(value, str) or not _TOKEN_RE.fullmatch(value):
         raise _fail(what, value, "a lower-case name of [a-z0-9._-]")
     return value
-
-
-def check_requirement(value: object, what: str = "requirement", markers: bool = False) -> str:
-    """Return a PEP 508 requirement (no direct URL), normalised by ``packaging``; raises ValidationError
-    otherwise.  With ``markers`` the requirement may carry a marker (``; python_version < "3.12"``), whose
-    quotes are then the only quotes allowed: such a requirement goes to a requirements file and the resolver,
-    never into a Dockerfile or a shell."""
-    from packaging.requirements import InvalidRequirement, Requirement  # 30 ms to import: only when needed
-
-    if not isinstance(value, str) or not value.strip():
-        raise _fail(what, value, "a PEP 508 requirement")
-    try:
-        req = Requirement(value)
-    except InvalidRequirement as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else "unparsable"
-        raise _error(f"{what}: {value!r} is not a PEP 508 requirement ({reason})", value) from None
-    if req.url:
-        raise _fail(what, value, "a requirement from the index (direct URLs are not allowed)")
-    quoted_marker = markers and req.marker is not None and "\\" not in value \
-        and _SAFE_TEXT_RE.fullmatch(value.replace('"', "").replace("'", ""))
-    if not _SAFE_TEXT_RE.fullmatch(value) and not quoted_marker:
-        allowed = "quotes only in a marker, no" if markers else "free of quotes,"
-        raise _fail(what, value, f"{allowed} backslashes, '$' and control characters")
-    return str(req)
 
 
 def check_url(value: object, what: str = "URL", credentials: bool = False) -> str:

@@ -9,7 +9,7 @@ from typing import Mapping
 
 from .lock.lockfile import Lock, LockedPackage, LockHeader, added_packages, canonical_name
 from .matrix.model import Profile
-from .reference import Reference
+from .reference import Reference, apply_mirror
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,12 @@ class ImageSpec:
     def public_base(self) -> Reference:
         """The base image as the user knows it (before mirrors and digests)."""
         return self.user_base or self.profile.base_image
+
+    def pulled_base(self, mirrors: Mapping[str, str]) -> Reference:
+        """The base image as the build pulls it: through the configured ``mirrors``, pinned to ``base_digest`` if
+        known."""
+        ref = apply_mirror(self.public_base, mirrors)
+        return ref.with_digest(self.base_digest) if self.base_digest else ref
 
     @property
     def install_lock(self) -> Lock:

@@ -1,4 +1,6 @@
-"""Reading a team's requirements file: PEP 508 lines only, every one validated.
+"""PEP 508 requirements: the grammar every requirement passes (:func:`check_requirement`, with ``packaging``'s
+parser, which only the modules that take requirements load), and reading a team's requirements file: PEP 508
+lines only, every one validated.
 
 A bad line is quoted in the error only when the rest of the file reads as requirements (every other line is
 one, and at least one of them has a version specifier or marker, which a lone word such as a token does not):
@@ -11,11 +13,35 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 from .errors import InputError, ValidationError
-from .grammar import check_requirement
+from .grammar import is_safe_text, refusal
 
 _OPTION_RE = re.compile(r"^--?[A-Za-z][A-Za-z-]*$")
 _SPECIFIER_RE = re.compile(r"[=<>~!;\[]")
+
+
+def check_requirement(value: object, what: str = "requirement", markers: bool = False) -> str:
+    """Return a PEP 508 requirement (no direct URL), normalised by ``packaging``; raises ValidationError
+    otherwise.  With ``markers`` the requirement may carry a marker (``; python_version < "3.12"``), whose
+    quotes are then the only quotes allowed: such a requirement goes to a requirements file and the resolver,
+    never into a Dockerfile or a shell."""
+    if not isinstance(value, str) or not value.strip():
+        raise refusal(what, value, "a PEP 508 requirement")
+    try:
+        req = Requirement(value)
+    except InvalidRequirement as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else "unparsable"
+        raise refusal(what, value, f"a PEP 508 requirement ({reason})") from None
+    if req.url:
+        raise refusal(what, value, "a requirement from the index (direct URLs are not allowed)")
+    quoted_marker = markers and req.marker is not None and "\\" not in value \
+        and is_safe_text(value.replace('"', "").replace("'", ""))
+    if not is_safe_text(value) and not quoted_marker:
+        allowed = "quotes only in a marker, no" if markers else "free of quotes,"
+        raise refusal(what, value, f"{allowed} backslashes, '$' and control characters")
+    return str(req)
 
 
 def _lines(text: str) -> list[tuple[int, str]]:

@@ -9,32 +9,37 @@ from typing import Any
 
 from .errors import InputError
 
-
-def _tomllib():  # type: ignore[no-untyped-def]
-    """tomllib (tomli before 3.11), imported on first use: most commands read no TOML when cached."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on Python 3.10 only
-        import tomli as tomllib
-    return tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
 
 
-def load_toml(path: Path, error: type[InputError] = InputError) -> dict[str, Any]:
-    """Parse ``path``; raises ``error`` as ``FILE:LINE: message`` for unreadable, malformed or too deeply
-    nested TOML (and for a directory)."""
+def read_bytes(path: Path, error: type[InputError] = InputError) -> bytes:
+    """The bytes of the TOML file ``path``; raises ``error`` naming the file when it cannot be read (also for a
+    directory)."""
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except IsADirectoryError:
         raise error(f"{path}: is a directory, not a TOML file") from None
     except OSError as exc:
         raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
-    toml = _tomllib()
+
+
+def load_toml(path: Path, error: type[InputError] = InputError) -> dict[str, Any]:
+    """Read and parse ``path`` (see :func:`parse_toml`)."""
+    return parse_toml(read_bytes(path, error), path, error)
+
+
+def parse_toml(data: bytes, path: Path, error: type[InputError] = InputError) -> dict[str, Any]:
+    """Parse the bytes of the TOML file ``path``; raises ``error`` as ``FILE:LINE: message`` for malformed or too
+    deeply nested TOML."""
     try:
         text = data.decode("utf-8")
-        return toml.loads(text)
+        return tomllib.loads(text)
     except UnicodeDecodeError:
         raise error(f"{path}: not UTF-8 text") from None
-    except toml.TOMLDecodeError as exc:
+    except tomllib.TOMLDecodeError as exc:
         raise error(f"{path}:{_line_of(exc)}: invalid TOML: {_reason(exc)}") from None
     except RecursionError:
         raise error(f"{path}:{deepest_line(text)}: invalid TOML: arrays or tables nested too deeply") from None

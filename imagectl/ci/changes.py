@@ -25,7 +25,8 @@ from typing import Any
 from ..config import Config
 from ..errors import ImagectlError, InputError
 from ..image_spec import ImageSpec
-from ..matrix.load import load_matrix, matrix_files
+from ..matrix.load import load_matrix
+from ..matrix.sources import matrix_files
 from ..matrix.model import Matrix, Profile
 from ..matrix.names import list_profiles
 from ..lock.store import lock_dirs

@@ -21,8 +21,8 @@ class _Root(click.Group):
     never imports Jinja (``render``, ``validate``), the Docker SDK or requests (``build``, the tag commands)."""
 
     _modules = {
-        "list": "profiles", "show": "profiles", "validate": "validate_cmd", "compat": "profiles",
-        "check": "profiles", "render": "render_cmd", "build": "building", "test": "building",
+        "list": "profiles", "show": "profiles", "validate": "validate_cmd", "compat": "compat_cmd",
+        "check": "compat_cmd", "render": "render_cmd", "build": "building", "test": "building",
         "matrix": "matrix_cmd", "lock": "lock_cmd",
         "history": "tags_cmd", "rollback": "tags_cmd", "promote": "tags_cmd", "prune": "tags_cmd", "import": "tags_cmd",
     }

@@ -13,7 +13,7 @@ import click
 
 from ..engine.docker import DockerEngine, LazyEngine
 from ..errors import InputError
-from ..grammar import check_python, check_requirement, check_token
+from ..grammar import check_python, check_token
 from ..images.builder import BuildResult, build_many, plan_many
 from ..images.plan import BuildOptions, BuildRequest
 from ..images.tester import check_image
@@ -23,7 +23,7 @@ from ..matrix.names import list_profiles
 from .live_display import LiveDisplay, plain_sink
 from ..redact import redact
 from ..reference import parse_reference
-from ..requirements import read_requirements
+from ..requirements import check_requirement, read_requirements
 from .app import echo_json, profile_argument, python_option, workspace
 from .build_views import build_document, plan_document, plan_table, summary_table
 from .finding_views import format_findings

@@ -9,11 +9,12 @@ from typing import Any
 import click
 
 from ..errors import InputError, OperationError
-from ..grammar import check_python, check_requirement
+from ..grammar import check_python
 from ..images.context_files import place_files
 from ..images.plan import BuildOptions, BuildRequest, Plan, no_digest, plan_build
 from ..images.trace import Trace
 from ..render.dockerfile import write_context
+from ..requirements import check_requirement
 from .app import echo_json, profile_argument, python_option, workspace
 
 

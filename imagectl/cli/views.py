@@ -14,7 +14,6 @@ from ..matrix.model import CudaToolkit, Matrix, Profile
 from ..matrix.runtime import runtime_toolkit
 from ..image_spec import ImageSpec
 from ..pip_index import index_url
-from ..render.context import base_reference
 from ..tags.naming import moving_reference
 
 LIST_COLUMNS = ("name", "framework_version", "cuda", "cudnn", "nccl", "python", "min_driver", "verified", "lock")
@@ -66,7 +65,7 @@ def describe_profile(profile: Profile, config: Config, matrix: Matrix) -> dict[s
     index = index_url(profile, config)
     described = {
         **profile_facts(profile),
-        "base_image_pull": str(base_reference(ImageSpec(profile), config)),
+        "base_image_pull": str(ImageSpec(profile).pulled_base(config.mirrors)),
         "min_driver": toolkit.min_driver,
         "min_driver_compat": toolkit.min_driver_compat,
         "gpu_archs": list(profile.variant.archs or toolkit.archs),

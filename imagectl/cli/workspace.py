@@ -1,7 +1,8 @@
 """A command's view of the world: the configuration and the matrix it names, loaded once per command.
 
-Only the CLI holds a Workspace; library functions take the matrix and the configuration they need.  Nothing here is
-cached between runs: every command reads the matrix files afresh, so what it prints cannot be stale.
+Only the CLI holds a Workspace; library functions take the matrix and the configuration they need.  Every command
+reads the matrix files afresh; the loaded model comes from the cache only when no byte of them changed
+(:mod:`imagectl.matrix.cached`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..config import Config
-from ..matrix.load import load_matrix
+from ..matrix.cached import cached_matrix
 from ..matrix.model import Matrix, Profile
 from ..matrix.names import resolve_profile
 from ..shipped import matrix_dirs
@@ -25,7 +26,7 @@ class Workspace:
     @cached_property
     def matrix(self) -> Matrix:
         """The shipped matrices plus the configured ones; raises MatrixError."""
-        return load_matrix(matrix_dirs(self.config))
+        return cached_matrix(matrix_dirs(self.config))
 
     def profile(self, name: str, python: str | None = None) -> Profile:
         """Resolve a profile name; raises UnknownProfileError with the closest names."""

@@ -22,7 +22,7 @@ from ..lock.make import ChosenLock, lock_for_build
 from ..lock.target import target_for
 from ..matrix.model import Profile
 from ..reference import Reference, parse_reference
-from ..render.context import NETRC_FILE, base_reference
+from ..render.context import NETRC_FILE
 from ..render.dockerfile import context_files
 from ..tags.naming import repository
 from .build_key import build_key
@@ -101,7 +101,7 @@ def plan_build(request: BuildRequest, config: Config, digest_of: DigestOf, trace
     user_base = parse_reference(options.base) if options.base else None
     wanted = ImageSpec(profile, extras=options.extras, user_base=user_base,
                        title=request.repository_name if options.extras else None)
-    base = base_reference(wanted, config)
+    base = wanted.pulled_base(config.mirrors)
     trace.log(f"base image {base}")
     with trace.timed("lock"):  # first: a conflicting extra is refused before any registry or engine is asked
         chosen = lock_for_build(profile, config, trace.log)
@@ -119,5 +119,5 @@ def plan_build(request: BuildRequest, config: Config, digest_of: DigestOf, trace
         digests = file_digests(added_files)
         key = build_key(files, digest, config.build_args, digests)
     netrc = files.pop(NETRC_FILE, b"")
-    return Plan(request, spec, chosen, base_reference(spec, config), files, added_files, digests, key,
+    return Plan(request, spec, chosen, spec.pulled_base(config.mirrors), files, added_files, digests, key,
                 repository(request.repository_name, config), netrc)

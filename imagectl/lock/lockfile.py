@@ -182,7 +182,8 @@ def parse_packages(lines: list[str], first: int, where: str) -> list[LockedPacka
         line = raw.strip().removesuffix("\\").strip()
         if not line or line.startswith("#"):
             continue
-        match, hashed = _LINE_RE.fullmatch(line), _HASH_RE.fullmatch(line)
+        hashed = _HASH_RE.fullmatch(line) if line.startswith("--") else None  # most lines: test that one first
+        match = None if hashed else _LINE_RE.fullmatch(line)
         if match:
             if current:
                 out.append(package(current[0], current[1], current[2]))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -44,12 +45,19 @@ def lock_dirs(config: Config) -> list[tuple[Path, LockOrigin]]:
 
 
 def read_lock(path: Path) -> Lock:
-    """The lock at ``path``; raises InputError naming the file for one that cannot be read or parsed."""
+    """The lock at ``path``, read now (parsed once per process for the same path and bytes: ``list`` asks for the
+    same lock of every flavour and OS); raises InputError naming the file for one that cannot be read or parsed."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read the lock: {getattr(exc, 'strerror', None) or exc}") from None
-    return parse_lock(text, str(path))
+    return _parsed(text, str(path))
+
+
+@lru_cache(maxsize=256)
+def _parsed(text: str, where: str) -> Lock:
+    """:func:`~.lockfile.parse_lock`, memoised: a pure function of its arguments."""
+    return parse_lock(text, where)
 
 
 def find_lock(profile: Profile, config: Config, index: str) -> FoundLock | None:

@@ -15,23 +15,25 @@ from pathlib import Path
 from string import Formatter
 from typing import Any, Callable, Iterable, Sequence
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from ..errors import MatrixError, ValidationError
 from ..reference import check_tag, parse_reference
-from ..tomlfile import key_line, line_of, load_toml, table_line
+from ..requirements import check_requirement
+from ..tomlfile import key_line, line_of, parse_toml, table_line
 from ..grammar import (
     check_deb_package,
     check_driver,
     check_package_name,
     check_python,
-    check_requirement,
     check_token,
     check_url,
     check_version,
 )
 from .model import BaseImages, CudaToolkit, Framework, Gpu, Matrix, OsInfo, Release, Variant
 from .names import check_name_part, check_release_version
+from .sources import MatrixSources, read_sources
 
 _TOP_KEYS = {"base", "os", "cuda", "gpus", "framework", "release"}
 # table -> the keys it may have: the one declaration of the matrix schema's keys.
@@ -97,24 +99,19 @@ class _Source:
             raise self.error(str(exc), needle) from None
 
 
-def matrix_files(dirs: Sequence[Path]) -> list[Path]:
-    """The ``*.toml`` files of each directory, sorted within a directory, in directory order."""
-    files: list[Path] = []
-    for directory in dirs:
-        if not directory.is_dir():
-            raise MatrixError(f"{directory}: matrix directory not found")
-        files.extend(sorted(directory.glob("*.toml")))
-    return files
-
-
 def load_matrix(dirs: Sequence[Path]) -> Matrix:
     """Read and merge the matrices of ``dirs``; raises MatrixError naming file and line."""
+    return load_sources(read_sources(dirs))
+
+
+def load_sources(sources: MatrixSources) -> Matrix:
+    """Parse and merge the matrix files of ``sources`` (read by :func:`~.sources.read_sources`); raises MatrixError
+    naming file and line."""
     parts: dict[str, dict[str, Any]] = {"os": {}, "cuda": {}, "gpus": {}, "frameworks": {}}
     base: BaseImages | None = None
-    files = matrix_files(dirs)
-    for path in files:
+    for path, content in sources.files:
         src = _Source(path)
-        data = load_toml(path, MatrixError)
+        data = parse_toml(content, path, MatrixError)
         unknown = set(data) - _TOP_KEYS
         if unknown:
             name = sorted(unknown)[0]
@@ -128,8 +125,8 @@ def load_matrix(dirs: Sequence[Path]) -> Matrix:
             fw = _framework(src, data)
             parts["frameworks"][fw.name] = _merge_framework(parts["frameworks"].get(fw.name), fw)
     if base is None:
-        raise MatrixError(f"{', '.join(str(d) for d in dirs)}: no matrix file declares [base]")
-    matrix = Matrix(base=base, files=tuple(files), **parts)
+        raise MatrixError(f"{', '.join(str(d) for d in sources.dirs)}: no matrix file declares [base]")
+    matrix = Matrix(base=base, files=tuple(path for path, _ in sources.files), **parts)
     _check_references(matrix)
     return matrix
 
@@ -501,8 +498,6 @@ def _variant_pins(src: _Source, body: Any, what: str,
 def _python_specifier(src: _Source, value: Any, what: str, needle: str) -> str:
     """``value`` if it is a PEP 440 specifier set over Python versions (``<3.12``, ``>=3.9,<3.13``); raises
     MatrixError otherwise."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
     try:
         if not isinstance(value, str) or not value.strip():
             raise InvalidSpecifier(repr(value))

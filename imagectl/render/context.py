@@ -16,7 +16,7 @@ from typing import Any
 from .. import __version__
 from ..config import Config
 from ..errors import ValidationError
-from ..grammar import check_deb_package, check_driver, check_requirement, check_text, check_version, url_credentials
+from ..grammar import check_deb_package, check_driver, check_text, check_version, url_credentials
 from ..image_spec import ImageSpec
 from ..labels import labels_for
 from ..lock.layers import split_layers
@@ -24,7 +24,7 @@ from ..lock.lockfile import Lock, canonical_name, requirement_lines
 from ..matrix.facts import profile_facts
 from ..matrix.model import Profile
 from ..pip_index import configured_index, extra_index_urls, index_url
-from ..reference import Reference, apply_mirror
+from ..requirements import check_requirement
 
 NETRC_FILE = "imagectl-pip.netrc"  # in the build context only when an index URL carries credentials
 LOCK_PATH = "/opt/imagectl/lock.txt"  # the lock the image was installed from, as the lock file (header and hashes)
@@ -64,13 +64,6 @@ def check_extra(text: str) -> str:
     raises InputError.  It reaches only the record file ``extra-requirements.txt`` and the resolver: what the
     Dockerfile installs are the resolved ``name==version`` lines with hashes."""
     return check_requirement(text, "extra requirement", markers=True)
-
-
-def base_reference(spec: ImageSpec, config: Config) -> Reference:
-    """The base image as the build pulls it (the profile's, or the one given with ``build --base``): through the
-    configured mirror, pinned to the spec's base digest if known."""
-    ref = apply_mirror(spec.public_base, config.mirrors)
-    return ref.with_digest(spec.base_digest) if spec.base_digest else ref
 
 
 def cuda_home(profile: Profile) -> str:
@@ -143,7 +136,7 @@ def template_profile(profile: Profile) -> dict[str, str]:
 def render_context(spec: ImageSpec, config: Config, netrc_file: str = "") -> dict[str, Any]:
     """The template context of the image ``spec`` describes; ``netrc_file`` names the context's netrc file of
     index credentials (see :func:`pip_netrc`), if it has one.  Raises InputError for a bad extra requirement."""
-    profile, lock, base = spec.profile, spec.install_lock, base_reference(spec, config)
+    profile, lock, base = spec.profile, spec.install_lock, spec.pulled_base(config.mirrors)
     own = not spec.on_user_base  # the profile's own image (else: extras layered on the user's image)
     env = {**image_env(profile), "PIP_CONSTRAINT": CONSTRAINTS_PATH}
     return {

@@ -56,12 +56,34 @@ def test_the_suite_never_uses_the_real_cache_or_state():
     assert not Path(os.environ["XDG_STATE_HOME"]).is_relative_to(Path.home() / ".local" / "state")
 
 
-def test_an_entry_is_plain_json_holding_its_request_and_value(home):
+def signed(request: dict, value: object, *, format: int = cache.FORMAT, mac: str | None = None) -> bytes:
+    """An entry for ``request`` as imagectl writes one (its MAC made with this user's secret unless given)."""
+    secret = cache.cache_secret()
+    assert secret is not None
+    text = value if isinstance(value, str) else ""
+    entry = {"format": format, "key": request, "value": value, "mac": mac or cache._mac(secret, request, text)}
+    return json.dumps(entry).encode()
+
+
+def test_an_entry_is_plain_json_holding_its_request_value_and_mac(home):
     request = {"as_of": "2024-06-12", "inputs": ["torch==2.3.1"], "grace_days": 7}
     assert lookup(request, Computed()) == 1
     [entry] = entries(home)
-    assert json.loads(entry.read_text()) == {"format": cache.FORMAT, "key": request, "value": "1"}
+    assert json.loads(entry.read_text()) == json.loads(signed(request, "1"))
     assert entry.name == f"number-{cache.cache_key('number', request)}.json"
+    secret = cache.secret_path()
+    assert not secret.is_relative_to(home) and secret.stat().st_mode & 0o777 == 0o600
+
+
+def test_an_entry_made_without_this_users_secret_is_not_trusted(home, tmp_path, monkeypatch):
+    compute = Computed()
+    lookup({"n": 1}, compute)
+    entry = cache.entry_path(numbers(), {"n": 1})
+    planted = json.loads(entry.read_text()) | {"value": "666"}  # the request and format right, the value not
+    entry.write_text(json.dumps(planted))
+    assert lookup({"n": 1}, compute) == 2  # the old MAC does not cover the new value: recomputed
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "another-machine"))
+    assert lookup({"n": 1}, compute) == 3  # another secret: nothing this cache holds is trusted
 
 
 def test_the_key_is_the_requests_content_in_any_key_order(home):
@@ -99,17 +121,17 @@ def test_eviction_keeps_other_kinds(home):
 
 
 @pytest.mark.parametrize("corrupt", [
-    b"\x80\x05 not json",
-    json.dumps({"format": cache.FORMAT, "key": {"n": 1}, "value": "not a number"}).encode(),  # decode raises
-    json.dumps({"format": cache.FORMAT, "key": {"n": 2}, "value": "7"}).encode(),  # another request's entry
-    json.dumps({"format": cache.FORMAT + 1, "key": {"n": 1}, "value": "7"}).encode(),  # another layout
-    json.dumps({"format": cache.FORMAT, "key": {"n": 1}, "value": 7}).encode(),  # not text
-    json.dumps(["a", "list"]).encode(),
+    lambda: b"\x80\x05 not json",
+    lambda: signed({"n": 1}, "not a number"),  # signed, but the kind's decoder refuses it
+    lambda: signed({"n": 2}, "7"),  # another request's entry
+    lambda: signed({"n": 1}, "7", format=cache.FORMAT + 1),  # another layout
+    lambda: signed({"n": 1}, 7),  # not text
+    lambda: json.dumps(["a", "list"]).encode(),
 ])
 def test_a_corrupt_or_foreign_entry_is_recomputed_and_replaced(home, corrupt):
     compute = Computed()
     assert lookup({"n": 1}, compute) == 1
-    cache.entry_path(numbers(), {"n": 1}).write_bytes(corrupt)
+    cache.entry_path(numbers(), {"n": 1}).write_bytes(corrupt())
     assert lookup({"n": 1}, compute) == 2 and compute.calls == 2  # one recompute, counted
     assert lookup({"n": 1}, compute) == 2 and compute.calls == 2  # the rewritten entry is a hit again
 
@@ -148,6 +170,13 @@ def test_no_cache_bypasses_reads_and_writes(home, monkeypatch):
     assert lookup({"n": 1}, compute) == 2  # the entry on disk is not read
     assert lookup({"n": 2}, compute) == 3
     assert entries(home) == [cache.entry_path(numbers(), {"n": 1})]  # nor is anything written
+
+
+def test_no_secret_no_cache(home, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "a-file"))
+    (tmp_path / "a-file").write_text("the state folder cannot be made")
+    compute = Computed()
+    assert (lookup({"n": 1}, compute), lookup({"n": 1}, compute)) == (1, 2) and entries(home) == []
 
 
 def test_an_unwritable_cache_is_bypassed(home):

@@ -1,8 +1,10 @@
 """Nothing a command answers can be stale (issue 18).
 
-``show``, ``validate``, ``list`` and ``render`` keep no result between runs: an audit hook proves each reads its
-matrix, lock and configuration files on every run, warm or cold, and opens nothing in the cache folder.  A change
-of any input (a lock file, a lock directory, the configuration, a matrix file) changes the next answer.
+``show``, ``validate``, ``list`` and ``render`` keep no answer between runs.  An audit hook proves, cold and warm,
+that each reads its matrix, lock and configuration files on every run, and that the one cache entry it may read
+(the loaded matrix, :mod:`imagectl.matrix.cached`) is keyed by the SHA-256 of exactly the matrix files it opened,
+as they are now.  A change of any input (a lock file, a lock directory, the configuration, a matrix file) changes
+the next answer.
 
 The one cache left, build-time locks (:func:`imagectl.lock.make.lock_for_build`), is keyed by the whole
 :class:`~imagectl.lock.make.LockRequest` with its as-of *date* resolved: the hole of a lock resolved inside a
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 import os
 import shutil
@@ -79,29 +82,53 @@ def under(paths: set[Path], root: Path) -> set[Path]:
     return {p for p in paths if p.is_relative_to(root.resolve())}
 
 
+def matrix_entry_files(entry: Path) -> dict[Path, str]:
+    """The matrix files a matrix cache entry's key holds, with their SHA-256."""
+    return {Path(path).resolve(): digest for path, digest in json.loads(entry.read_text())["key"]["files"]}
+
+
 @pytest.mark.parametrize("args", [("show", PROFILE, "--json"), ("validate",), ("list",), ("render", PROFILE)])
-def test_a_command_reads_its_inputs_on_every_run_and_no_cached_answer(tmp_path, own_cache, args):
+def test_every_file_a_command_opens_is_read_now_or_covered_by_the_key(tmp_path, own_cache, args):
     team_locks, team_matrices = tmp_path / "locks", tmp_path / "my-matrices"
     team_locks.mkdir()
     team_matrices.mkdir()
-    shipped_locks = shipped.shipped_dir("matrices") / "locks"
+    shipped_matrices, shipped_locks = shipped.shipped_dir("matrices"), shipped.shipped_dir("matrices") / "locks"
     shutil.copy(shipped_locks / "torch-2.3.1-cu121-py3.10.txt", team_locks)  # the team's copy of the lock
     (team_matrices / "team.toml").write_text("# a team's matrix file, empty\n")
     config = tmp_path / "imagectl.toml"
     config.write_text('[paths]\nlocks = ["./locks"]\nmatrices = ["./my-matrices"]\n')
 
-    runs = [audited(tmp_path, *args) for _ in range(2)]  # cold, then warm
+    runs = [audited(tmp_path, *args) for _ in range(2)]  # cold (the matrix loaded and stored), then warm (a hit)
+    [entry] = own_cache.glob("matrix-*.json")
+    keyed = matrix_entry_files(entry)
     for code, opened in runs:
         assert code == 0, args
-        assert under(opened, own_cache) == set(), f"{args} read a cached answer"
-        matrix_files = under(opened, shipped.shipped_dir("matrices")) | under(opened, team_matrices)
-        assert {p.name for p in matrix_files if p.suffix == ".toml"} >= {"cuda.toml", "torch.toml", "team.toml"}
-        assert config.resolve() in opened
-    if args[0] in ("show", "render"):  # the lock the profile installs: read on every run, never remembered
+        in_matrix_dirs = under(opened, shipped_matrices) | under(opened, team_matrices)
+        matrix_files = {p for p in in_matrix_dirs if p.suffix == ".toml"}
+        assert {p.name for p in matrix_files} >= {"cuda.toml", "torch.toml", "team.toml"}
+        # every matrix file it opened is in the key, with the SHA-256 of its bytes now, and nothing else is
+        assert keyed == {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in matrix_files}, args
+        # from the cache it reads the matrix entry alone (and writes it through a temporary file when cold)
+        assert {p.name.split("-")[0] for p in under(opened, own_cache)} == {"matrix"}, args
+        assert config.resolve() in opened  # the configuration: read every run
+    if args[0] in ("show", "render"):  # the lock the profile installs: read every run, never cached
         for _, opened in runs:
-            assert under(opened, shipped_locks) | under(opened, team_locks), args
-    assert runs[0][1] == runs[1][1]  # a warm run reads exactly what a cold one reads
-    assert not own_cache.exists() or not any(own_cache.iterdir())
+            assert (team_locks / "torch-2.3.1-cu121-py3.10.txt").resolve() in opened, args
+    assert {p.name for p in own_cache.iterdir()} == {entry.name}  # no answer of the command itself is kept
+
+
+def test_an_edited_matrix_file_is_another_key(tmp_path, own_cache):
+    team_matrices = tmp_path / "my-matrices"
+    team_matrices.mkdir()
+    team = team_matrices / "team.toml"
+    team.write_text("# a team's matrix file\n")
+    (tmp_path / "imagectl.toml").write_text('[paths]\nmatrices = ["./my-matrices"]\n')
+    audited(tmp_path, "show", PROFILE)
+    team.write_text("# a team's matrix file, edited\n")
+    audited(tmp_path, "show", PROFILE)
+    entries = sorted(own_cache.glob("matrix-*.json"), key=lambda p: p.stat().st_mtime_ns)
+    assert len(entries) == 2
+    assert matrix_entry_files(entries[-1])[team.resolve()] == hashlib.sha256(team.read_bytes()).hexdigest()
 
 
 def show(run_cli, *args: str) -> dict:
@@ -110,9 +137,10 @@ def show(run_cli, *args: str) -> dict:
     return json.loads(result.out)
 
 
-def test_show_keeps_nothing_and_answers_as_without_a_cache(run_cli, own_cache, monkeypatch):
+def test_show_keeps_no_answer_and_answers_as_without_a_cache(run_cli, own_cache, monkeypatch):
     first = show(run_cli)
-    assert show(run_cli) == first and not own_cache.exists()
+    assert show(run_cli) == first
+    assert [p.name.split("-")[0] for p in own_cache.iterdir()] == ["matrix"]
     monkeypatch.setenv("IMAGECTL_NO_CACHE", "1")
     assert show(run_cli) == first
 

@@ -1,0 +1,81 @@
+"""What runs where: ``compat`` (the profiles a node's driver and GPU can run) and ``check`` (an ad-hoc
+combination); ``compat`` reads the node from nvidia-smi when not told."""
+
+from __future__ import annotations
+
+import click
+
+from ..lock.runtime import lock_reader
+from ..matrix.compat import check_combination, gpu_arch, node_verdicts, parse_combination
+from ..matrix.names import list_profiles, python_problems
+from ..nvidia_smi import read_node
+from .app import check_framework, echo_json, framework_option, json_option, workspace
+
+
+@click.command("compat")
+@click.option("--driver", metavar="VERSION", help="Node driver version (default: from nvidia-smi).")
+@click.option("--gpu", metavar="NAME|sm_XY",
+              help="GPU model or architecture (default: from nvidia-smi when --driver is absent).")
+@framework_option
+@click.option("--all", "show_all", is_flag=True, help="Also list the profiles that cannot run, with the reasons.")
+@click.option("--best", is_flag=True, help="Only the newest profile of each framework that can run.")
+@json_option
+@click.pass_context
+def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None,  # noqa: PLR0913 (one per option)
+               framework: str | None, show_all: bool, best: bool, as_json: bool) -> int:
+    """Which profiles can run on a node with this driver (and GPU); with --all also why the others cannot."""
+    ws = workspace(ctx)
+    profiles = list_profiles(ws.matrix, check_framework(ws, framework))
+    if driver is None:
+        driver, detected = read_node()
+        gpu = detected if gpu is None else gpu
+    node_gpu = gpu_arch(gpu, ws.matrix) if gpu is not None else None
+    verdicts = node_verdicts(profiles, driver, node_gpu, lock_reader(ws.config, ws.matrix))
+    if best:  # list order is newest first within a framework: the first runnable one of each
+        by_name = {p.name: p for p in profiles}
+        firsts: dict[str, object] = {}
+        for v in verdicts:
+            if v.ok:
+                firsts.setdefault(by_name[v.profile].framework.name, v)
+        verdicts = list(firsts.values())
+    if as_json:
+        echo_json([
+            {"name": v.profile, "compatible": v.ok, "reasons": list(v.reasons), "notes": list(v.notes)}
+            for v in verdicts
+        ])
+        return 0
+    for v in verdicts:
+        if v.ok:
+            click.echo(f"ok    {v.profile}" + "".join(f"  ({n})" for n in v.notes))
+        elif show_all:
+            click.echo(f"no    {v.profile}: {'; '.join(v.reasons)}")
+    good = sum(v.ok for v in verdicts)
+    on_gpu = f" on {gpu}" if gpu else ""
+    what = ("the newest of each framework that can run" if best else
+            "every profile" if show_all else "those that can run (--all: also why the others cannot)")
+    click.echo(f"{good} of {len(verdicts)} profiles can run with driver {driver}{on_gpu}; listed: {what}", err=True)
+    return 0
+
+
+@click.command("check")
+@click.argument("items", nargs=-1, required=True)
+@json_option
+@click.pass_context
+def cmd_check(ctx: click.Context, items: tuple[str, ...], as_json: bool) -> int:
+    """Is an ad-hoc combination compatible?  e.g. torch==2.3.1 cuda=12.1 python=3.12 nccl=2.20.5"""
+    ws = workspace(ctx)
+    combo = parse_combination(items, ws.matrix)
+    reasons, notes, profile = check_combination(combo, ws.matrix, lock_reader(ws.config, ws.matrix))
+    if profile is not None and (combo.python is None or combo.python in profile.release.python):
+        # python-available and unavailable Pythons: no image to build
+        problems = python_problems(ws.matrix, profile.framework, profile.release, profile.variant, profile.python)
+        reasons, profile = reasons + problems, None if problems else profile
+    if as_json:
+        echo_json({
+            "compatible": not reasons, "reasons": reasons, "notes": notes, "profile": profile.name if profile else None
+        })
+    else:
+        click.echo(("compatible" if not reasons else "incompatible") + (f" ({profile.name})" if profile else ""))
+        for line in reasons + notes:
+            click.echo(f"  - {line}")
+    return 1 if reasons else 0
