@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Literal, get_args
 
 from packaging.version import Version
 
@@ -23,7 +24,8 @@ from ..matrix.facts import list_row
 from ..errors import InputError
 from ..matrix.model import Profile
 
-FORMATS = ("json", "github", "gitlab", "markdown")
+OutputFormat = Literal["json", "github", "gitlab", "markdown"]
+FORMATS: tuple[OutputFormat, ...] = get_args(OutputFormat)
 GITHUB_KEYS = ("profile", "framework", "cuda", "python", "verified", "unverified")
 GITHUB_EMPTY = '{"include":[]}'
 GITLAB_JOBS = (("build", "imagectl-build", ".imagectl-build"), ("promote", "imagectl-promote", ".imagectl-promote"))
@@ -123,7 +125,7 @@ def _markdown_text(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def render(profiles: Sequence[Profile], fmt: str, gitlab_include: str | None = ".gitlab-ci.yml") -> str:
+def render(profiles: Sequence[Profile], fmt: OutputFormat, gitlab_include: str | None = ".gitlab-ci.yml") -> str:
     """The profile list in format ``fmt`` (one of FORMATS), ending in a newline.
 
     Raises:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import click
 
@@ -19,6 +19,9 @@ from .app import check_framework, framework_option, profile_argument, python_opt
 
 if TYPE_CHECKING:
     from .workspace import Workspace
+
+
+LockOutcome = Literal["unchanged", "printed", "written"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,7 +100,7 @@ def _one_per_lock(profiles: list[Profile]) -> list[Profile]:
     return list(seen.values())
 
 
-def _lock_one(ws: Workspace, profile: Profile, run: _LockRun) -> str:
+def _lock_one(ws: Workspace, profile: Profile, run: _LockRun) -> LockOutcome:
     """Make (or keep) one lock and write it; returns what happened.  Raises ImagectlError."""
     from ..lock.make import make_lock  # here: resolving loads requests (and runs uv)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..ci.changes import profiles_changed_since
-from ..ci.outputs import FORMATS, render
+from ..ci.outputs import FORMATS, OutputFormat, render
 from ..errors import InputError
 from ..grammar import check_url
 from ..junit import junit_xml, write_report
@@ -36,7 +36,7 @@ def _check_index(index: str | None) -> str | None:
 @click.option("--gitlab-include", metavar="FILE", default=".gitlab-ci.yml", show_default=True,
               help="gitlab: the repository file that defines the .imagectl-build and .imagectl-promote jobs.")
 @click.pass_context
-def cmd_matrix(ctx: click.Context, *, fmt: str, changed_since: str | None, framework: str | None,
+def cmd_matrix(ctx: click.Context, *, fmt: OutputFormat, changed_since: str | None, framework: str | None,
                gitlab_include: str) -> None:
     """Print the profiles in the shape a CI system consumes (see also: matrix verify, matrix sync)."""
     if ctx.invoked_subcommand is not None:
