@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import random
+import re
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,22 +86,17 @@ def test_metadata_is_tried_even_when_not_advertised(index) -> None:
     assert fetch_metadata(file, settings=FAST).via == "pep658"
 
 
-def test_a_bad_metadata_hash_is_refused(index) -> None:
-    file = demo_files(index)["demo_pkg-1.1-py3-none-any.whl"]
-    with pytest.raises(PackageIndexError) as caught:
-        wheel_metadata(file, settings=FAST)
-    assert str(caught.value).startswith(file.url + ".metadata: sha256 mismatch: the index says 0000")
-
-
-def test_malformed_metadata_is_an_error_naming_the_url(index) -> None:
-    file = demo_files(index)["demo_pkg-1.2-py3-none-any.whl"]
-    with pytest.raises(PackageIndexError, match=r"\.metadata: malformed metadata: invalid Requires-Dist"):
-        wheel_metadata(file, settings=FAST)
-
-
-def test_metadata_of_another_release_is_refused(index) -> None:
-    file = demo_files(index)["demo_pkg-1.3-py3-none-any.whl"]
-    with pytest.raises(PackageIndexError, match="metadata is for demo_pkg 9.9, not demo-pkg 1.3"):
+@pytest.mark.parametrize(("filename", "message"), [
+    ("demo_pkg-1.1-py3-none-any.whl", r"^{url}\.metadata: sha256 mismatch: the index says 0000"),
+    ("demo_pkg-1.2-py3-none-any.whl", r"\.metadata: malformed metadata: invalid Requires-Dist"),
+    ("demo_pkg-1.3-py3-none-any.whl", "metadata is for demo_pkg 9.9, not demo-pkg 1.3"),
+    ("demo_pkg-3.0-py3-none-any.whl", r"^{url}: not found \(HTTP 404"),
+    ("demo_pkg-1.0.tar.gz", "not a wheel"),
+], ids=["bad-hash", "malformed", "another-release", "missing-wheel", "sdist"])
+def test_a_listed_file_without_good_metadata_is_refused(index, filename: str, message: str) -> None:
+    """``message``: a regex; ``{url}`` stands for the file's URL, ``^`` for "the error starts with"."""
+    file = demo_files(index)[filename]
+    with pytest.raises(PackageIndexError, match=message.format(url=re.escape(file.url))):
         wheel_metadata(file, settings=FAST)
 
 
@@ -125,35 +121,15 @@ def test_missing_metadata_falls_back_to_range_reads_of_the_wheel(index, comment:
     assert sum(hit.sent for hit in hits) < len(wheel) // 4
 
 
-def test_a_server_that_ignores_range_is_refused(index) -> None:
-    url = index.put("/files/norange-1.0-py3-none-any.whl", make_wheel("norange-1.0", META10))
-    with pytest.raises(PackageIndexError, match="server ignores HTTP Range requests"):
-        wheel_metadata(DistFile("norange-1.0-py3-none-any.whl", url), settings=FAST)
-
-
-def test_a_missing_wheel_is_not_found(index) -> None:
-    file = demo_files(index)["demo_pkg-3.0-py3-none-any.whl"]
-    with pytest.raises(PackageIndexError) as caught:
-        wheel_metadata(file, settings=FAST)
-    assert str(caught.value).startswith(file.url + ": not found (HTTP 404")
-
-
-def test_a_wheel_that_is_not_a_zip_is_an_error(index) -> None:
-    url = index.put("/files/junk-1.0-py3-none-any.whl", random.Random(1).randbytes(200_000))
-    with pytest.raises(PackageIndexError, match="not a readable wheel"):
-        wheel_metadata(DistFile("junk-1.0-py3-none-any.whl", url), settings=FAST)
-
-
-def test_a_wheel_without_metadata_is_an_error(index) -> None:
-    url = index.put("/files/empty-1.0-py3-none-any.whl", make_wheel("empty-1.0", None, padding=10))
-    with pytest.raises(PackageIndexError, match="0 candidate"):
-        wheel_metadata(DistFile("empty-1.0-py3-none-any.whl", url), settings=FAST)
-
-
-def test_a_sdist_without_metadata_file_is_an_error(index) -> None:
-    file = demo_files(index)["demo_pkg-1.0.tar.gz"]
-    with pytest.raises(PackageIndexError, match="not a wheel"):
-        wheel_metadata(file, settings=FAST)
+@pytest.mark.parametrize(("filename", "content", "message"), [
+    ("norange-1.0-py3-none-any.whl", lambda: make_wheel("norange-1.0", META10), "server ignores HTTP Range requests"),
+    ("junk-1.0-py3-none-any.whl", lambda: random.Random(1).randbytes(200_000), "not a readable wheel"),
+    ("empty-1.0-py3-none-any.whl", lambda: make_wheel("empty-1.0", None, padding=10), "0 candidate"),
+], ids=["ignores-range", "not-a-zip", "no-metadata"])
+def test_a_served_file_that_is_no_readable_wheel_is_refused(index, filename: str, content, message: str) -> None:
+    url = index.put(f"/files/{filename}", content())
+    with pytest.raises(PackageIndexError, match=message):
+        wheel_metadata(DistFile(filename, url), settings=FAST)
 
 
 def test_range_reads_are_capped(index) -> None:
