@@ -35,6 +35,8 @@ import docker
 import docker.errors
 import requests
 
+from tests.integration.support.logs import log_tail
+
 STANDIN_LABEL = "org.imagectl.test.standin-key"
 STANDIN_PACKAGES = ("ca-certificates", "python3", "python3-pip", "python3-venv")
 SUITE_FOR_PYTHON = {"3.11": "bookworm"}
@@ -81,14 +83,6 @@ def _can_start_local_dockerd() -> str | None:
     return None
 
 
-def _log_tail(path: Path, lines: int = 30) -> str:
-    """Return the last ``lines`` lines of a log file ('' if it cannot be read)."""
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
 def _start_dockerd() -> tuple[subprocess.Popen[bytes], Path]:
     """Start ``dockerd`` in its own session, logging to a temp file; return the process and the log path."""
     fd, log_name = tempfile.mkstemp(prefix="imagectl-dockerd-", suffix=".log")
@@ -124,9 +118,9 @@ def ensure_dockerd(timeout: float = 60) -> docker.DockerClient:
             return client
         if process.poll() is not None:
             raise RuntimeError(f"dockerd exited with status {process.returncode}; log {log_path}:\n"
-                               f"{_log_tail(log_path)}")
+                               f"{log_tail(log_path)}")
         time.sleep(0.5)
-    raise RuntimeError(f"dockerd did not answer within {timeout:g}s; log {log_path}:\n{_log_tail(log_path)}")
+    raise RuntimeError(f"dockerd did not answer within {timeout:g}s; log {log_path}:\n{log_tail(log_path)}")
 
 
 # --------------------------------------------------------------------------------------------- mirrors
@@ -230,10 +224,10 @@ def _run_mmdebstrap(argv: list[str], log_path: Path, timeout: float) -> None:
             result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     timeout=timeout, check=False)
         except subprocess.TimeoutExpired as exc:
-            raise RuntimeError(f"mmdebstrap ran past {timeout:g}s; log {log_path}:\n{_log_tail(log_path)}") from exc
+            raise RuntimeError(f"mmdebstrap ran past {timeout:g}s; log {log_path}:\n{log_tail(log_path)}") from exc
     if result.returncode != 0:
         raise RuntimeError(f"mmdebstrap failed with status {result.returncode}: {' '.join(argv)}\n"
-                           f"log {log_path}:\n{_log_tail(log_path)}")
+                           f"log {log_path}:\n{log_tail(log_path)}")
 
 
 def rootfs_key(suite: str, packages: Sequence[str], mirrors: Sequence[str]) -> str:

@@ -46,6 +46,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import requests
 
+from tests.integration.support.logs import log_tail
+
 REGISTRY_BIN = "docker-registry"
 TOKEN_SERVICE = "imagectl-test-registry"
 TOKEN_ISSUER = "imagectl-test-issuer"
@@ -246,11 +248,11 @@ def start_registry(root: Path, auth: str | None = None, tls: bool = False) -> Re
             return server
         process.kill()
         process.wait(timeout=10)
-        if "address already in use" not in _log_tail(root / "registry.log"):
+        if "address already in use" not in log_tail(root / "registry.log"):
             break
     if token_server is not None:
         token_server.stop()
-    raise RuntimeError(f"docker-registry did not start:\n{_log_tail(root / 'registry.log')}")
+    raise RuntimeError(f"docker-registry did not start:\n{log_tail(root / 'registry.log')}")
 
 
 def _auth_config(
@@ -309,13 +311,6 @@ def _wait_until_up(server: RegistryServer) -> bool:
             pass
         time.sleep(0.05)
     return False
-
-
-def _log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 # --------------------------------------------------------------------------------------------- fault proxy
