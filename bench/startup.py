@@ -32,6 +32,12 @@ IMAGECTL = {
 }
 
 
+# show with packaging.specifiers imported first: what the matrix model's own comparison of Python ranges saves
+# (imagectl/matrix/model.py, _admits) over importing packaging's specifier parser at start-up
+WITH_SPECIFIERS = ("import packaging.specifiers, runpy, sys; sys.argv = ['imagectl', 'show', 'torch-2.3-cu121']; "
+                   "runpy.run_module('imagectl', run_name='__main__')")
+
+
 def commands() -> dict[str, tuple[list[str], bool]]:
     """name -> (argv, cold): the baselines, then each imagectl command cold and warm."""
     out = {"python -c pass": ([sys.executable, "-c", "pass"], False),
@@ -39,6 +45,7 @@ def commands() -> dict[str, tuple[list[str], bool]]:
     for name, args in IMAGECTL.items():
         for cold in (True, False):
             out[f"{name} ({'cold' if cold else 'warm'})"] = ([sys.executable, "-m", "imagectl", *args], cold)
+    out["imagectl show, packaging.specifiers loaded (warm)"] = ([sys.executable, "-c", WITH_SPECIFIERS], False)
     return out
 
 

@@ -10,6 +10,7 @@ variables).
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -269,8 +270,6 @@ def _as_dirs(value: Any, base: Path) -> tuple[Path, ...]:
 
 def _as_as_of(value: Any, _base: Path) -> str:
     """A --as-of policy: ``release``, ``latest`` or a date ``YYYY-MM-DD`` (lock/asof.py); raises ValidationError."""
-    import datetime as dt
-
     if value in ("release", "latest"):
         return value
     try:

@@ -6,6 +6,7 @@ from ..config import Config
 from ..errors import BuildError, ImagectlError
 from ..reference import Reference
 from ..engine import Engine
+from ..registry.access import client_for
 
 
 def resolve_base_digest(base: Reference, config: Config, engine: Engine) -> str:
@@ -16,8 +17,6 @@ def resolve_base_digest(base: Reference, config: Config, engine: Engine) -> str:
         return base.digest
     registry_error: ImagectlError | None = None
     try:
-        from ..registry.access import client_for
-
         with client_for(base.domain, config.insecure_hosts, config.registry_timeout) as client:
             digest = client.head_manifest(base.path, base.tag or "latest")
         if digest:

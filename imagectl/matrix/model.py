@@ -122,8 +122,10 @@ _COMPARE = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b
 def _admits(specifier: str, python: str) -> bool:
     """Whether PEP 440 ``specifier`` admits Python ``python`` (memoised: ``validate`` asks it thousands of times).
     The matrix's Python ranges are comparisons of release numbers (``<3.12``, ``>=3.9,<3.13``): those are
-    compared here, as PEP 440 does for final releases; anything else goes to packaging.specifiers, which is not
-    imported at start-up (it brings packaging.tags, 15 ms of every ``show``)."""
+    compared here, as PEP 440 does for final releases (tests/unit/matrix checks the answers against packaging's);
+    anything else goes to packaging.specifiers, imported only then: it brings packaging.tags, logging and
+    subprocess, which cost ``show`` 0.2x ``python -c "import click"`` (bench/startup.py, "packaging.specifiers
+    loaded")."""
     clauses = [_SIMPLE_CLAUSE.fullmatch(part) for part in specifier.split(",")]
     if all(clauses) and re.fullmatch(r"\d+(\.\d+)*", python):
         def release(text: str, width: int) -> tuple[int, ...]:
