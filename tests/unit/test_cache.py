@@ -205,7 +205,7 @@ def test_racing_writers_and_evictions_leave_a_bounded_readable_cache(home):
         try:
             for n in range(30):
                 key = {"p": (n * (number + 1)) % 12}
-                assert cache.cached(bounded, key, lambda: json.dumps(key)) == json.dumps(key)
+                assert cache.cached(bounded, key, lambda key=key: json.dumps(key)) == json.dumps(key)
         except BaseException as exc:  # reported below, in the test's thread
             errors.append(exc)
 
