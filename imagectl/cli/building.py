@@ -173,7 +173,7 @@ def cmd_test(ctx: click.Context, target: str, gpu: bool, as_json: bool, junit: s
     """Run the in-image check of a profile's current image or of IMAGE."""
     ws = workspace(ctx)
     on_line = _line_sink(ws.config.secret_values) if not as_json else (lambda line: None)
-    image, findings = check_image(target, ws.matrix, ws.config, DockerEngine(), gpu, on_line)
+    image, findings = check_image(target, ws.matrix, ws.config, DockerEngine(), on_line, gpu=gpu)
     if junit:
         cases = (
             (image, f.what, None if f.ok or f.severity != "error" else f"expected {f.expected}, found {f.actual}")

@@ -35,7 +35,7 @@ def check_findings(engine: Engine, image: str, labels: Mapping[str, str], networ
     return compare(expect, parse_report(output))
 
 
-def run_check(engine: Engine, image: str, network: str | None, gpu: bool, log: LineSink) -> list[Finding]:
+def run_check(engine: Engine, image: str, network: str | None, log: LineSink, *, gpu: bool = False) -> list[Finding]:
     """The in-image check of a fresh build, each finding logged as a ``check:`` line; raises BuildError (step
     ``check``, with the findings' lines as its log) on any mismatch."""
     info = engine.inspect(image)

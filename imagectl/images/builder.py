@@ -33,6 +33,7 @@ from ..engine import Engine, EngineBuild, LineSink
 from ..errors import BuildError, ExtrasConflictError, ImagectlError, InputError, OperationError
 from ..imagecheck.run import run_check
 from ..labels import BUILD_KEY
+from ..lock.store import LockOrigin
 from ..progress.heartbeat import Heartbeat
 from ..progress.piplog import PipDownload, PipLog
 from ..reference import Reference
@@ -72,7 +73,7 @@ class BuildResult:
     step: str = ""  # the failing step of a BuildError
     log_tail: list[str] = field(default_factory=list)
     lock_sha256: str = ""  # the lock the image installs
-    lock_origin: str = ""  # team, shipped or build-time
+    lock_origin: LockOrigin | Literal["build-time", ""] = ""  # "" until known
     exit_code: int = 0  # of a failure: 2 for bad input (a conflicting extra), else 1
     downloads: list[PipDownload] = field(default_factory=list)
 
@@ -178,11 +179,11 @@ def _build(plan: Plan, store: TagStore, config: Config, engine: Engine, trace: T
     image_id, pip = _engine_build(plan, config, engine, trace)
     with trace.timed("check"), Heartbeat(log, "checking") as beat:
         log(f"checking {short_digest(image_id)} in a container")
-        run_check(engine, image_id, config.build_network, plan.request.options.gpu_check, beat.sink)
+        run_check(engine, image_id, config.build_network, beat.sink, gpu=plan.request.options.gpu_check)
     with trace.timed("tag"):
         tag = immutable_tag(plan.request.profile, plan.key, image=image_id)
         try:
-            existing = existing_immutable(store, tag, image_of(engine, repo, image_id, publish))
+            existing = existing_immutable(store, tag, image_of(engine, repo, image_id, registry=publish))
         except OperationError as exc:
             raise BuildError(str(exc), "tag") from None
         engine.tag(image_id, repo.familiar, tag)

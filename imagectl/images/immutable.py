@@ -32,7 +32,7 @@ def existing_immutable(store: TagStore, tag: str, is_this_image: Callable[[str],
                          " an immutable tag is never overwritten; nothing was pushed")
 
 
-def image_of(engine: Engine, repo: Reference, image_id: str, registry: bool) -> Callable[[str], bool]:
+def image_of(engine: Engine, repo: Reference, image_id: str, *, registry: bool) -> Callable[[str], bool]:
     """Whether a digest read from ``repo``'s store is the local image ``image_id``: in the local engine its id;
     in a registry a digest the engine recorded for it when it pushed it there (a repo digest)."""
     def same(digest: str) -> bool:

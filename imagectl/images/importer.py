@@ -264,7 +264,7 @@ def _copy(result: ImportResult, target: Reference, store: TagStore, env: ImportE
             return source.digest, already
         return _registry_copy(source, target, tag, env)
     image = engine_image or _local_copy(source, env.engine, env.log)
-    existing = existing_immutable(store, tag, image_of(env.engine, target, image, registry))
+    existing = existing_immutable(store, tag, image_of(env.engine, target, image, registry=registry))
     if existing:
         return existing, already
     env.engine.tag(image, target.familiar, tag)

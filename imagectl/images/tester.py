@@ -46,8 +46,8 @@ def target_image(target: str, matrix: Matrix, config: Config, engine: Engine) ->
 
 
 def check_image(  # noqa: PLR0913 - what ``imagectl test`` was given, as cli/building.py passes it
-        target: str, matrix: Matrix, config: Config, engine: Engine, gpu: bool,
-        log: LineSink) -> tuple[str, list[Finding]]:
+        target: str, matrix: Matrix, config: Config, engine: Engine, log: LineSink, *,
+        gpu: bool = False) -> tuple[str, list[Finding]]:
     """``(image, findings)`` for ``target``; pulls the image when the engine lacks it.
 
     Raises OperationError if the image cannot be had or its check does not run, RegistryError when the

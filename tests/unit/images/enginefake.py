@@ -207,10 +207,6 @@ class FakeEngine:
     def list_tags(self, repository: str) -> list[str]:
         return sorted(self.tags_of(repository))
 
-    def find_by_label(self, key: str, value: str) -> list[ImageInfo]:
-        found = [image_id for image_id, info in self.images.items() if info.labels.get(key) == value]
-        return [info for info in (self.inspect(image_id) for image_id in found) if info is not None]
-
     def push(self, repository: str, tag: str, on_line: LineSink) -> str:
         ref = f"{repository}:{tag}"
         image_id = self.refs.get(ref)

@@ -581,7 +581,7 @@ def test_test_checks_the_registry_latest_by_digest_not_the_local_latest(matrix, 
     older_image, newer_image = engine.builds[0].image, engine.builds[1].image
     assert engine.tags_of(REPO)[MOVING_TAG] == newer_image  # the local latest is still the newer image
 
-    image, findings = tester.check_image(NAME, matrix, with_registry(), engine, False, Logs().sink(NAME))
+    image, findings = tester.check_image(NAME, matrix, with_registry(), engine, Logs().sink(NAME))
     assert image == f"{REPO}@{older.digest}" and newer.digest not in image
     assert engine.runs[-1].image == older_image and engine.pulls == []
     assert findings and all(f.ok for f in findings if f.severity == "error")
@@ -592,7 +592,7 @@ def test_test_pulls_the_registry_latest_when_the_engine_lacks_it(matrix, profile
     ref = f"{REPO}@{built.digest}"
     engine.remote[ref] = engine.images.pop(engine.builds[0].image)  # only in the registry now
 
-    image, _ = tester.check_image(NAME, matrix, with_registry(), engine, False, Logs().sink(NAME))
+    image, _ = tester.check_image(NAME, matrix, with_registry(), engine, Logs().sink(NAME))
     assert image == ref and engine.pulls == [ref] and engine.runs[-1].image == engine.builds[0].image
 
 
