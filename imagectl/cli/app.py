@@ -23,8 +23,8 @@ class _Root(click.Group):
     _modules = {
         "list": "profiles", "show": "profiles", "validate": "validate_cmd", "compat": "compat_cmd",
         "check": "compat_cmd", "render": "render_cmd", "build": "building", "test": "building",
-        "matrix": "matrix_cmd", "lock": "lock_cmd",
-        "history": "tags_cmd", "rollback": "tags_cmd", "promote": "tags_cmd", "prune": "tags_cmd", "import": "tags_cmd",
+        "matrix": "matrix_cmd", "lock": "lock_cmd", "import": "import_cmd",
+        "history": "tags_cmd", "rollback": "tags_cmd", "promote": "tags_cmd", "prune": "tags_cmd",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -1,19 +1,17 @@
 """Views of what the tag commands return, as text and as JSON: history, the move log, a prune plan and its
-execution, a move, an import.  The library returns data (:mod:`imagectl.tags`, :mod:`imagectl.images.importer`);
-every shape the tag commands print is made here."""
+execution, a move.  The library returns data (:mod:`imagectl.tags`); every shape the tag commands print is made
+here (``import``'s in :mod:`.import_views`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..images.importer import ImportResult
 from ..tags.history import History, digest_names
 from ..tags.moves import MoveResult
 from ..tags.naming import short_digest
 from ..tags.prune import Deletion, PruneReport
 from ..tags.store import Move
-from .finding_views import format_findings
 from .table import format_table
 
 
@@ -107,31 +105,6 @@ def move_json(result: MoveResult, repository: str) -> dict[str, Any]:
     """``rollback --json`` and ``promote --json``: where the tag pointed, where it points now."""
     return {"repository": repository, "tag": result.tag, "from": result.previous, "to": result.target,
             "to_tag": result.target_tag, "changed": result.changed, "note": result.note or None}
-
-
-def format_import(result: ImportResult) -> str:
-    """The import's outcome as a few lines of text (the findings come first, one per line)."""
-    lines = [format_findings(result.findings)] if result.findings else []
-    verb = "already imported as" if result.reused else "imported as"
-    lines.append(f"{result.source.reference.familiar}: {verb} {result.repository}:{result.tag} "
-                 f"({short_digest(result.digest)})")
-    if result.copied:
-        lines.append(f"  {result.copied}")
-    if result.move is not None:
-        lines.append(f"  {describe_move(result.move, result.repository)}")
-    return "\n".join(lines)
-
-
-def import_json(result: ImportResult) -> dict[str, Any]:
-    """``import --json``."""
-    return {
-        "source": result.source.reference.familiar, "source_digest": result.source.digest,
-        "repository": result.repository, "tag": result.tag, "digest": result.digest, "reused": result.reused,
-        "copied": result.copied, "checked": result.checked, "matches": result.matches,
-        "ok": result.checked and not result.disagreements,
-        "findings": [f.as_dict() for f in result.findings], "notes": result.notes,
-        "moved": bool(result.move and result.move.changed),
-    }
 
 
 def _name(digest: str | None, names: Mapping[str, str]) -> str:

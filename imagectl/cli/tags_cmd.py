@@ -1,8 +1,8 @@
-"""Commands over a profile's tags: history, rollback, promote, prune, import.
+"""Commands over a profile's tags: history, rollback, promote, prune (``import`` is :mod:`.import_cmd`).
 
-With a registry configured they work on the registry alone (no Docker SDK is loaded, except by ``import``,
-which runs the in-image check, and by a ``rollback``/``promote`` that finds a stale local copy of the moved tag
-to re-tag or remove, see :mod:`imagectl.images.local_tag`); without one, on the local engine's tags.
+With a registry configured they work on the registry alone (no Docker SDK is loaded, except by a
+``rollback``/``promote`` that finds a stale local copy of the moved tag to re-tag or remove, see
+:mod:`imagectl.images.local_tag`); without one, on the local engine's tags.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import click
 
 from ..config import MAX_MIN_AGE_DAYS
 from ..engine.docker import LazyEngine
-from ..images.importer import ImportEnvironment, ImportOptions, import_image
 from ..images.local_tag import follow_locally
 from ..tags.history import read_history
 from ..tags.managed import ManagedRepository, open_tag_store, resolve_managed
@@ -26,11 +25,9 @@ from .app import echo_json, json_option, profile_argument, workspace
 from .tag_views import (
     describe_move,
     format_history,
-    format_import,
     format_moves,
     format_plan,
     history_json,
-    import_json,
     move_json,
     moves_json,
     plan_json,
@@ -145,28 +142,3 @@ def cmd_prune(ctx: click.Context, *, name: str, keep: int,  # noqa: PLR0913 - cl
     for tag, error in report.failed:
         click.echo(f"imagectl: prune {tag}: {error}", err=True)
     return 1 if report.failed else 0
-
-
-@click.command("import")
-@click.argument("ref")
-@click.option("--name", "name", required=True, metavar="PROFILE",
-              help="The profile (or PROFILE-SUFFIX repository) to import into.")
-@click.option("--strict", is_flag=True, help="Fail (exit 1, nothing copied) when the image disagrees with the profile.")
-@click.option("--set-latest", is_flag=True, help="Move the moving tag to the import even when it exists.")
-@click.option("--no-check", "no_check", is_flag=True,
-              help="Do not run the in-image check (no engine needed between registries).")
-@json_option
-@click.pass_context
-def cmd_import(ctx: click.Context, *, ref: str, name: str, strict: bool,  # noqa: PLR0913 - click, one per option
-               set_latest: bool, no_check: bool, as_json: bool) -> None:
-    """Import a team's own image REF (a registry's, or the local engine's) under NAME's naming scheme."""
-    ws = workspace(ctx)
-    managed = resolve_managed(name, ws.matrix, ws.config)
-    options = ImportOptions(strict=strict, set_latest=set_latest, check=not no_check)
-    result = import_image(ref, managed, options, ImportEnvironment(ws.matrix, ws.config, LazyEngine(), _stderr))
-    if as_json:
-        echo_json(import_json(result))
-        return
-    click.echo(format_import(result))
-    for note in result.notes:
-        click.echo(f"warning: {note}", err=True)

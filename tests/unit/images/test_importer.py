@@ -12,7 +12,7 @@ from imagectl.config import Config
 from imagectl.engine import ImageInfo
 from imagectl.errors import OperationError
 from imagectl.image_spec import ImageSpec
-from imagectl.cli.tag_views import import_json
+from imagectl.cli.import_views import import_json
 from imagectl.images.importer import (
     ImportEnvironment,
     ImportOptions,
