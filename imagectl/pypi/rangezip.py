@@ -63,7 +63,7 @@ def fetch_range(
     Raises:
         PackageIndexError: the server ignored the Range (200), refused it, or sent an inconsistent answer.
     """
-    response = request(session, url, settings, {"Range": f"bytes={spec}", "Accept-Encoding": "identity"}, True)
+    response = request(session, url, settings, {"Range": f"bytes={spec}", "Accept-Encoding": "identity"}, stream=True)
     with response:
         if response.status_code == 200:
             raise index_error(

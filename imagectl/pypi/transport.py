@@ -70,6 +70,7 @@ def request(
     url: str,
     settings: IndexSettings = DEFAULT_SETTINGS,
     headers: Mapping[str, str] | None = None,
+    *,
     stream: bool = False,
 ) -> requests.Response:
     """GET ``url`` (following redirects), retrying connection errors, timeouts, 429 and 5xx (not 501).
