@@ -15,6 +15,7 @@ import click
 from ..errors import ImagectlError
 from ..redact import redact
 from .app import cli
+from .printable import printable
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,8 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _error_line(message: str) -> None:
-    """Print ``imagectl: MESSAGE`` on stderr, redacted."""
-    click.echo(f"imagectl: {redact(message)}", err=True)
+    """Print ``imagectl: MESSAGE`` on stderr, redacted and printable (a message may quote a registry's answer)."""
+    click.echo(f"imagectl: {printable(redact(message))}", err=True)
 
 
 def _usage_hint(exc: click.ClickException) -> str:

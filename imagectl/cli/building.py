@@ -27,6 +27,7 @@ from ..requirements import check_requirement, read_requirements
 from .app import echo_json, profile_argument, python_option, workspace
 from .build_views import build_document, plan_document, plan_table, summary_table
 from .finding_views import format_findings
+from .printable import printable
 
 
 PROGRESS_MODES = ("auto", "plain", "quiet")
@@ -151,15 +152,15 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
 
 def _report_failures(results: Sequence[BuildResult], secrets: Sequence[str], *, streamed: bool) -> None:
     """Each result's notes, and each failure's error line (with its log tail once, where the log did not stream),
-    on stderr, redacted."""
+    on stderr, redacted and printable (a note or an error may quote a registry's answer)."""
     for r in results:
         for note in r.notes:
-            click.echo(redact(f"note: {r.profile}: {note}", secrets), err=True)
+            click.echo(printable(redact(f"note: {r.profile}: {note}", secrets)), err=True)
         if r.status == "failed":
             if not streamed:  # the log was not on the screen: its tail, once
                 for line in r.log_tail[-20:]:
-                    click.echo(redact(f"| {line}", secrets), err=True)
-            click.echo(redact(f"imagectl: {r.profile}: {r.error}", secrets), err=True)
+                    click.echo(printable(redact(f"| {line}", secrets)), err=True)
+            click.echo(printable(redact(f"imagectl: {r.profile}: {r.error}", secrets)), err=True)
 
 
 @click.command("test")
@@ -185,5 +186,5 @@ def cmd_test(ctx: click.Context, target: str, gpu: bool, as_json: bool, junit: s
         echo_json({"image": image, "ok": not bad, "findings": [f.as_dict() for f in findings]})
     else:
         click.echo(format_findings(findings))
-        click.echo(f"{image}: {'ok' if not bad else f'{len(bad)} mismatches'}", file=sys.stderr)
+        click.echo(printable(f"{image}: {'ok' if not bad else f'{len(bad)} mismatches'}"), file=sys.stderr)
     return 1 if bad else 0

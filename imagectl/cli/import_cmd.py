@@ -10,10 +10,11 @@ from ..images.importer import ImportEnvironment, ImportOptions, import_image
 from ..tags.managed import resolve_managed
 from .app import echo_json, json_option, workspace
 from .import_views import format_import, import_json
+from .printable import printable
 
 
 def _stderr(line: str) -> None:
-    click.echo(line, err=True)
+    click.echo(printable(line), err=True)
 
 
 @click.command("import")
@@ -38,4 +39,4 @@ def cmd_import(ctx: click.Context, *, ref: str, name: str, strict: bool,  # noqa
         return
     click.echo(format_import(result))
     for note in result.notes:
-        click.echo(f"warning: {note}", err=True)
+        click.echo(printable(f"warning: {note}"), err=True)

@@ -15,7 +15,9 @@ from ..lock.store import lock_dirs, read_lock, write_lock
 from ..lock.target import lock_inputs, profile_lock_id, target_for
 from ..matrix.model import Profile
 from ..matrix.names import list_profiles
+from ..redact import redact
 from .app import check_framework, framework_option, profile_argument, python_option, workspace
+from .printable import printable
 
 if TYPE_CHECKING:
     from .workspace import Workspace
@@ -85,7 +87,7 @@ def cmd_lock(  # noqa: PLR0913 - click passes one parameter per option
             _lock_one(ws, profile, run)
             return 0
         except ImagectlError as exc:
-            click.echo(f"imagectl: {profile.name}: {exc}", err=True)
+            click.echo(printable(redact(f"imagectl: {profile.name}: {exc}")), err=True)
             return exc.exit_code
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:

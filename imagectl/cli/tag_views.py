@@ -12,6 +12,7 @@ from ..tags.moves import MoveResult
 from ..tags.naming import short_digest
 from ..tags.prune import Deletion, PruneReport
 from ..tags.store import Move
+from .printable import printable
 from .table import format_table
 
 
@@ -21,7 +22,7 @@ def format_history(history: History) -> str:
     rows = [{"cur": "*" if e.current else "", "tag": e.tag, "digest": short_digest(e.digest),
              "created": _short_time(e.created or e.tagged), "versions": format_versions(e.versions),
              "pointed by": ", ".join(e.pointed_by)} for e in history.entries]
-    text = f"{history.repository}\n"
+    text = f"{printable(history.repository)}\n"
     text += format_table(rows, ("cur", "tag", "digest", "created", "versions", "pointed by")) if rows else "(no images)"
     return text + "\n\n" + format_moves(history)
 

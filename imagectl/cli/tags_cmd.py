@@ -22,6 +22,7 @@ from ..tags.naming import check_channel, check_source
 from ..tags.prune import execute_prune, plan_for_store
 from ..tags.store import TagStore
 from .app import echo_json, json_option, profile_argument, workspace
+from .printable import printable
 from .tag_views import (
     describe_move,
     format_history,
@@ -44,7 +45,8 @@ def _open(ctx: click.Context, name: str) -> tuple[ManagedRepository, TagStore]:
 
 
 def _stderr(line: str) -> None:
-    click.echo(line, err=True)
+    """A line on stderr, made printable (it may quote a registry's record or answer)."""
+    click.echo(printable(line), err=True)
 
 
 @click.command("history")
@@ -109,7 +111,7 @@ def _report_move(result: MoveResult, repository: str, *, as_json: bool) -> None:
     if as_json:
         echo_json(move_json(result, repository))
     else:
-        click.echo(describe_move(result, repository))
+        click.echo(printable(describe_move(result, repository)))
 
 
 @click.command("prune")
@@ -140,5 +142,5 @@ def cmd_prune(ctx: click.Context, *, name: str, keep: int,  # noqa: PLR0913 - cl
         kept = sum(not d.delete for d in plan) + len(report.skipped)
         click.echo(f"deleted {len(report.deleted)}, kept {kept}, failed {len(report.failed)}")
     for tag, error in report.failed:
-        click.echo(f"imagectl: prune {tag}: {error}", err=True)
+        _stderr(f"imagectl: prune {tag}: {error}")
     return 1 if report.failed else 0
