@@ -9,8 +9,13 @@ start, so each scope costs one token request, not one 401 per call.
 
 Credentials go to a token realm only over https, or over plain http to the registry's own loopback host
 when the registry is used insecurely (a test or development registry with its token server beside it);
-any other realm is refused with an error naming its host (:func:`realm_may_get_credentials`).  A token
-answer is read with a cap (``MAX_TOKEN_BYTES``) within the request's deadline.
+any other realm is refused with an error naming its host (:func:`realm_may_get_credentials`).  Over https
+to another host the certificate is always verified (``insecure`` covers the registry's own host only, see
+:mod:`.client`).  The realm is read as the request will go: :func:`realm_origin` takes the scheme, host and
+port from the URL ``requests`` prepares, as urllib3 parses it to connect, and refuses a realm that holds a
+backslash, user info, a control character or space, or that the standard library's ``urlsplit`` reads
+differently (``http://a:1\\@b/`` connects to ``a``, not ``b``), whether or not there are credentials.  A
+token answer is read with a cap (``MAX_TOKEN_BYTES``) within the request's deadline.
 
 Tokens and passwords stay inside this module's objects: no repr, log line or error message shows them.
 """
@@ -26,6 +31,7 @@ from typing import Callable, Mapping, Protocol
 from urllib.parse import urlsplit
 
 import requests
+import urllib3
 
 from ..errors import AuthError
 from .credentials import Credentials
@@ -36,6 +42,8 @@ from .loopback import hostname, is_loopback_name
 log = logging.getLogger(__name__)
 
 _PARAM_RE = re.compile(r'([A-Za-z][\w-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))')
+_QUOTED_PAIR_RE = re.compile(r"\\(.)")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 _DEFAULT_TOKEN_LIFETIME_S = 60
 _EXPIRY_MARGIN_S = 5.0
 MAX_TOKEN_BYTES = 1024 * 1024
@@ -84,7 +92,7 @@ def parse_challenge(header: str) -> Challenge | None:
     params = {}
     for match in _PARAM_RE.finditer(rest):
         quoted, bare = match.group(2), match.group(3)
-        params[match.group(1).lower()] = quoted.replace('\\"', '"') if quoted is not None else bare
+        params[match.group(1).lower()] = _QUOTED_PAIR_RE.sub(r"\1", quoted) if quoted is not None else bare
     return Challenge(scheme.lower(), params)
 
 
@@ -108,24 +116,64 @@ def merge_scopes(*groups: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"{res}:{','.join(sorted(acts))}" if acts else res for res, acts in actions.items())
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where a request to a URL goes: scheme, host (lower case, no IPv6 brackets) and port."""
+
+    scheme: str
+    host: str
+    port: int
+
+
+def realm_origin(realm: str) -> Origin | None:
+    """Where ``requests`` will connect for a GET of ``realm``: read from the URL it prepares, parsed as urllib3
+    parses it to pick the connection; None for a realm that is not a plain http(s) URL or that two parsers
+    read differently (see the module docstring).  Never raises."""
+    if "\\" in realm or "@" in realm or any(c.isspace() or not c.isprintable() for c in realm):
+        return None
+    try:
+        prepared = requests.models.PreparedRequest()
+        prepared.prepare_url(realm, None)
+        parsed = urllib3.util.parse_url(prepared.url or "")
+        split = urlsplit(realm)
+        split_port = split.port
+    except (requests.RequestException, urllib3.exceptions.HTTPError, ValueError):
+        return None
+    scheme, host = (parsed.scheme or "").lower(), (parsed.host or "").lower().strip("[]")
+    if scheme not in _DEFAULT_PORTS or not host or parsed.auth:
+        return None
+    port = parsed.port or _DEFAULT_PORTS[scheme]
+    if (split.scheme.lower(), (split.hostname or ""), split_port or _DEFAULT_PORTS[scheme]) != (scheme, host, port):
+        return None
+    return Origin(scheme, host, port)
+
+
 def realm_may_get_credentials(realm: str, registry: str, *, insecure: bool) -> bool:
     """True if credentials may be sent to token ``realm`` (a URL) for ``registry`` (``host[:port]``).
 
-    Only over https, or over plain http when the registry is used ``insecure``-ly and the realm is on the
-    registry's own loopback host (any port).  Never raises.
+    Only to a realm :func:`realm_origin` can read, over https, or over plain http when the registry is used
+    ``insecure``-ly and the realm is on the registry's own loopback host (any port).  Never raises.
     """
-    parts = urlsplit(realm)
-    if parts.scheme == "https":
-        return True
-    if parts.scheme != "http" or not insecure:
+    origin = realm_origin(realm)
+    if origin is None:
         return False
-    host = (parts.hostname or "").lower()
-    return host == hostname(registry) and is_loopback_name(host)
+    if origin.scheme == "https":
+        return True
+    return insecure and origin.host == hostname(registry) and is_loopback_name(origin.host)
 
 
 def realm_host(realm: str) -> str:
     """The ``host[:port]`` of a realm URL, without user info (for messages); never raises."""
     return urlsplit(realm).netloc.rpartition("@")[2] or realm[:80]
+
+
+def _connect_host(realm: str) -> str:
+    """The ``host[:port]`` requests would connect to for an odd ``realm`` (for messages); never raises."""
+    try:
+        parsed = urllib3.util.parse_url(realm)
+    except (urllib3.exceptions.HTTPError, ValueError):
+        return "(unparsable)"
+    return f"{parsed.host}:{parsed.port}" if parsed.port else str(parsed.host or "(no host)")
 
 
 def basic_header(credentials: Credentials) -> str:
@@ -243,6 +291,9 @@ class Authenticator:
         realm = challenge.realm
         if not realm.startswith(("https://", "http://")) or not urlsplit(realm).hostname:
             raise AuthError(f"registry {self.registry}: bearer challenge has no usable realm ({realm[:80]!r})")
+        if realm_origin(realm) is None:
+            raise AuthError(f"registry {self.registry}: token realm {_connect_host(realm)} is not a plain URL (it "
+                            "holds a backslash, user info, a space or something parsers read differently); refusing it")
         credentials = self.credentials()
         if credentials and not realm_may_get_credentials(realm, self.registry, insecure=self._insecure):
             raise AuthError(

@@ -20,7 +20,8 @@ Nothing a registry sends can hold the client without bound:
 
 TLS is verified by default.  A client created with ``insecure=True`` first tries https without verifying
 the certificate and, if the registry does not speak TLS at all, falls back to plain http, as dockerd does for
-its insecure registries; the scheme it settles on is kept for the client's life.
+its insecure registries; the scheme it settles on is kept for the client's life.  ``insecure`` covers the
+registry's own host only (any port): a token realm or a redirect on another host is verified like any other.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from .body import ERROR_BODY_BYTES, is_read, read_body, read_some
 from .credentials import Credentials, load_credentials
 from .deadline import PROGRESS_BYTES, Clock, Deadline, transfer_seconds
 from .error_factory import error_from_response, oci_error_codes, unreachable_error
+from .loopback import hostname
 from .manifest import (
     MANIFEST_ACCEPT,
     MANIFEST_TYPES,
@@ -594,7 +596,9 @@ class RegistryClient:
         if deadline.remaining() <= 0:
             return deadline.error(last)
         if isinstance(exc, requests.exceptions.SSLError):
-            return unreachable_error(self._name_of(url), exc, _TLS_HINT)
+            hint = _TLS_HINT if self._is_own_host(url) else (
+                f"its certificate must verify: [registry] insecure covers only {self.host}")
+            return unreachable_error(self._name_of(url), exc, hint)
         return unreachable_error(self._name_of(url), exc)
 
     def _send_once(self, exchange: _Exchange, deadline: Deadline) -> requests.Response:
@@ -606,8 +610,8 @@ class RegistryClient:
                 warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
             response = self._session.request(
                 exchange.method, exchange.url, params=exchange.params, headers=dict(exchange.headers or {}),
-                data=exchange.payload.data, stream=True, timeout=timeout, verify=not self.insecure, auth=_no_auth,
-                allow_redirects=False,
+                data=exchange.payload.data, stream=True, timeout=timeout, auth=_no_auth, allow_redirects=False,
+                verify=not (self.insecure and self._is_own_host(exchange.url)),
             )
         log.debug("%s %s -> %s", exchange.method, loggable_url(exchange.url), response.status_code)
         return response
@@ -636,6 +640,14 @@ class RegistryClient:
         if response.status_code == 401 and self._auth.credentials() is None:
             return f"no credentials for {self.host} (docker login {self.host})"
         return ""
+
+    def _is_own_host(self, url: str) -> bool:
+        """True if ``url`` goes to this registry's host (any port), read as urllib3 reads it to connect."""
+        try:
+            host = urllib3.util.parse_url(url).host or ""
+        except (urllib3.exceptions.HTTPError, ValueError):
+            return False
+        return host.lower().strip("[]") == hostname(self._api_host)
 
     def _name_of(self, url: str) -> str:
         netloc = urlsplit(url).netloc

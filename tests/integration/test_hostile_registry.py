@@ -25,7 +25,17 @@ from imagectl.registry import Credentials, RegistryClient, RetryPolicy, Timeouts
 from imagectl.registry import client as client_module
 from imagectl.registry.body import ERROR_BODY_BYTES
 from imagectl.registry.client import MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES, MAX_TAG_PAGE_BYTES
-from tests.integration.support.hostile import Behavior, FakeRegistry, Request, Wire, answer, drip, endless, silence
+from tests.integration.support.hostile import (
+    Behavior,
+    FakeRegistry,
+    Request,
+    Wire,
+    answer,
+    drip,
+    endless,
+    self_signed_tls,
+    silence,
+)
 from tests.integration.support.registry import free_port
 from tests.integration.support.skips import require_binary
 from tests.integration.support.sleeps import Sleeps
@@ -399,6 +409,87 @@ def test_cli_with_logged_in_credentials_refuses_the_realm_in_one_line(other_host
     assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
     assert f"token realm {tokens.host} is plain http" in done.stderr and PASSWORD not in done.stderr + done.stdout
     assert tokens.requests == []
+
+
+# ------------------------------------------------------------------------------------ issue 24, item 1
+
+
+def _token_server(fakes: list[FakeRegistry], tmp_path: Path | None = None, address: str = "127.0.0.2") -> FakeRegistry:
+    """A fake token server on ``address`` that records every request (https with a self-signed certificate when
+    ``tmp_path`` is given, for its files)."""
+    tls = self_signed_tls(tmp_path, address) if tmp_path is not None else None
+    server = FakeRegistry(lambda request: answer(200, {"token": "anonymous-token"}), address, tls=tls)
+    fakes.append(server)
+    return server
+
+
+def _refused_without_sending(client: RegistryClient, tokens: FakeRegistry, host: str) -> str:
+    """The one-line error of a manifest GET whose realm must get nothing; asserts nothing reached ``tokens``."""
+    with pytest.raises(RegistryError) as caught:
+        client.get_manifest("team/x", "v1")
+    assert tokens.requests == [], [r.headers for r in tokens.requests]
+    message = _one_line(caught.value, host)
+    assert PASSWORD not in message and base64.b64encode(f"imagectl:{PASSWORD}".encode()).decode() not in message
+    return message
+
+
+def test_a_backslash_realm_from_a_real_registry_gets_no_credentials(fakes, tmp_path: Path) -> None:
+    """distribution quotes the realm (Go's %q: the backslash doubled); urlsplit reads the host after the @,
+    requests connects to the one before the backslash."""
+    require_binary("docker-registry")
+    require_binary("openssl")
+    tokens = _token_server(fakes)
+    registry = TokenRegistry(tmp_path, f"http://{tokens.host}\\@127.0.0.1/token")
+    try:
+        client = _client(registry.host, credentials=Credentials("imagectl", PASSWORD))
+        message = _refused_without_sending(client, tokens, registry.host)
+    finally:
+        registry.stop()
+    assert "token realm" in message and "refus" in message
+
+
+@pytest.mark.parametrize("realm", [
+    "http://{other}\\@127.0.0.1/token",  # the issue's header: a quoted-pair, so the realm holds an @ (user info)
+    "http://{other}\\\\@127.0.0.1/token",  # a backslash in the realm itself
+    "http://{other}%5C@127.0.0.1/token",
+    "http://127.0.0.1@{other}/token",
+    "http://ex%41mple@{other}/token",
+])
+def test_an_odd_realm_on_a_fake_registry_gets_no_credentials(fakes, realm: str) -> None:
+    tokens = _token_server(fakes)
+    header = f'Bearer realm="{realm.format(other=tokens.host)}",service="svc"'
+    server = _start(fakes, {"/v2/": answer(401, {"errors": []}, {"WWW-Authenticate": header})})
+    client = _client(server.host, credentials=Credentials("imagectl", PASSWORD))
+    message = _refused_without_sending(client, tokens, server.host)
+    assert "token realm" in message and "refus" in message
+
+
+def test_an_https_realm_on_another_host_must_have_a_valid_certificate(fakes, tmp_path: Path) -> None:
+    """``insecure`` is for the registry's own host: a realm elsewhere with a self-signed certificate gets nothing."""
+    require_binary("docker-registry")
+    require_binary("openssl")
+    tokens = _token_server(fakes, tmp_path)
+    registry = TokenRegistry(tmp_path, f"https://{tokens.host}/token")
+    try:
+        client = _client(registry.host, credentials=Credentials("imagectl", PASSWORD))
+        message = _refused_without_sending(client, tokens, tokens.host)
+    finally:
+        registry.stop()
+    assert "certificate" in message.lower() and f"insecure covers only {registry.host}" in message
+
+
+def test_an_https_realm_on_the_registrys_own_host_is_used_insecurely_like_the_registry(fakes, tmp_path: Path) -> None:
+    require_binary("docker-registry")
+    require_binary("openssl")
+    tokens = _token_server(fakes, tmp_path, address="127.0.0.1")
+    registry = TokenRegistry(tmp_path, f"https://{tokens.host}/token")
+    try:
+        with pytest.raises(AuthError, match="401"):  # the fake token is refused by the real registry
+            _client(registry.host, credentials=Credentials("imagectl", PASSWORD)).get_manifest("team/x", "v1")
+    finally:
+        registry.stop()
+    (asked,) = tokens.requests
+    assert base64.b64decode(asked.headers["authorization"][6:]).decode() == f"imagectl:{PASSWORD}"
 
 
 def test_authorization_is_not_carried_to_another_host_by_a_redirect(fakes) -> None:

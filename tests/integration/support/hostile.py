@@ -7,16 +7,20 @@ behaviors here: :func:`answer`, :func:`endless`, :func:`drip`, :func:`silence`.
 
 Everything is bounded: an endless body stops after ``MAX_BYTES`` or ``MAX_SECONDS``, a silent or dripping
 answer after ``MAX_SECONDS``, and :meth:`FakeRegistry.stop` shuts every connection.  A TLS ClientHello is
-answered by closing the connection, so an insecure client settles on plain http at once.
+answered by closing the connection, so an insecure client settles on plain http at once; a server made with
+``tls=`` (:func:`self_signed_tls`) speaks https instead, with a certificate nobody trusts.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
 MAX_BYTES = 256 * 1024 * 1024
@@ -109,11 +113,27 @@ def silence() -> Behavior:
     return act
 
 
-class FakeRegistry:
-    """An HTTP/1.1 server on ``address`` (loopback) answering each request as ``route(request)`` says."""
+def self_signed_tls(root: Path, address: str) -> ssl.SSLContext:
+    """A server-side TLS context with a fresh self-signed certificate for IP ``address`` (files under ``root``)."""
+    cert, key = root / f"tls-{address}.crt", root / f"tls-{address}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={address}",
+         "-addext", f"subjectAltName=IP:{address}", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context
 
-    def __init__(self, route: Callable[[Request], Behavior], address: str = "127.0.0.1") -> None:
+
+class FakeRegistry:
+    """An HTTP/1.1 server on ``address`` (loopback) answering each request as ``route(request)`` says; with ``tls``
+    it speaks https (a TLS handshake a client refuses ends the connection before any request is read)."""
+
+    def __init__(self, route: Callable[[Request], Behavior], address: str = "127.0.0.1",
+                 tls: ssl.SSLContext | None = None) -> None:
         self.route = route
+        self.tls = tls
         self.requests: list[Request] = []
         self.sent = 0
         self.stopped = threading.Event()
@@ -177,7 +197,12 @@ class FakeRegistry:
 
     def _serve(self, sock: socket.socket) -> None:
         try:
-            if self._is_tls_hello(sock):
+            if self.tls is not None:
+                sock.settimeout(MAX_SECONDS)
+                sock = self.tls.wrap_socket(sock, server_side=True)
+                with self._lock:
+                    self._socks.append(sock)  # the plain socket is detached now: stop() shuts this one
+            elif self._is_tls_hello(sock):
                 return
             sock.settimeout(MAX_SECONDS)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -15,12 +15,14 @@ from imagectl.errors import AuthError
 from imagectl.registry.auth import (
     Authenticator,
     Challenge,
+    Origin,
     TokenCache,
     basic_header,
     credentials_given,
     merge_scopes,
     parse_challenge,
     realm_may_get_credentials,
+    realm_origin,
     repository_scope,
 )
 from imagectl.registry.credentials import Credentials
@@ -154,7 +156,8 @@ class TokenSend:
 def _challenge(realm: str) -> requests.Response:
     response = requests.Response()
     response.status_code = 401
-    response.headers["WWW-Authenticate"] = f'Bearer realm="{realm}",service="svc"'
+    quoted = realm.replace("\\", "\\\\").replace('"', '\\"')  # as distribution quotes it (Go's %q)
+    response.headers["WWW-Authenticate"] = f'Bearer realm="{quoted}",service="svc"'
     return response
 
 
@@ -173,11 +176,48 @@ def _answer(realm: str, registry: str = "127.0.0.1:5000", insecure: bool = True,
 
 
 def test_a_plain_http_realm_on_another_host_gets_no_credentials_and_no_request() -> None:
-    error, send = _answer("http://u:hidden@127.0.0.2:9000/token")
+    error, send = _answer("http://127.0.0.2:9000/token")
     assert isinstance(error, AuthError) and send.asked == []
     message = str(error)
     assert message.startswith("registry 127.0.0.1:5000: token realm 127.0.0.2:9000 is plain http")
-    assert "refusing to send credentials" in message and "pa55-w0rd" not in message and "hidden" not in message
+    assert "refusing to send credentials" in message and "pa55-w0rd" not in message
+
+
+# ---- realms two parsers read differently (issue 24, item 1); against real servers: test_hostile_registry.py
+
+@pytest.mark.parametrize(("realm", "connects_to"), [
+    ("http://127.0.0.2:5104\\@127.0.0.1/token", "127.0.0.2:5104"),  # urlsplit says 127.0.0.1
+    ("http://127.0.0.2:5104%5C@127.0.0.1/token", "127.0.0.1"),
+    ("http://u:hidden@127.0.0.2:9000/token", "127.0.0.2:9000"),
+    ("http://127.0.0.1:5001@127.0.0.2/token", "127.0.0.2"),
+    ("http://ex%41mple.com/token", "ex%41mple.com"),  # urllib3 decodes it, urlsplit does not
+    ("http://127.0.0.1 :5001/token", "127.0.0.1 :5001"),
+    ("http://127.0.0.1:5001/to\tken", "127.0.0.1:5001"),
+    ("http://127.0.0.1:99999/token", "(unparsable)"),
+])
+def test_an_odd_realm_is_refused_with_or_without_credentials(realm: str, connects_to: str) -> None:
+    assert realm_origin(realm) is None
+    for credentials in (ALICE, None):
+        error, send = _answer(realm, credentials=credentials)
+        assert isinstance(error, AuthError) and send.asked == []
+        assert str(error).startswith(f"registry 127.0.0.1:5000: token realm {connects_to} is not a plain URL")
+        assert "hidden" not in str(error) and "pa55-w0rd" not in str(error)
+
+
+@pytest.mark.parametrize(("realm", "origin"), [
+    ("https://auth.docker.io/token", Origin("https", "auth.docker.io", 443)),
+    ("HTTPS://Auth.Example.com:443/token?x=1", Origin("https", "auth.example.com", 443)),
+    ("http://[::1]:5001/token", Origin("http", "::1", 5001)),
+    ("http://localhost/token", Origin("http", "localhost", 80)),
+])
+def test_the_origin_of_a_plain_realm_is_where_requests_connects(realm: str, origin: Origin) -> None:
+    assert realm_origin(realm) == origin
+
+
+def test_a_quoted_pair_in_a_challenge_stands_for_its_character() -> None:
+    """RFC 9110 quoted-string: ``\\@`` is ``@``, ``\\\\`` one backslash."""
+    challenge = parse_challenge('Bearer realm="http://a:1\\@b/t",service="x\\\\y"')
+    assert challenge is not None and challenge.realm == "http://a:1@b/t" and challenge.service == "x\\y"
 
 
 def test_a_realm_that_may_have_them_gets_basic_credentials() -> None:
