@@ -1,22 +1,29 @@
 """The profile list in the shapes CI systems consume; pure functions from profiles to text.
 
 - ``json``: the rows of ``imagectl list --json`` (with ``verified`` and ``unverified``, the reason);
-- ``github``: one line of JSON, ``{"include": [{"profile", "framework", "cuda", "python", "verified",
-  "unverified"}, ...]}`` (strings, but ``verified`` a boolean and ``unverified`` the reason or null), for
-  ``strategy.matrix: ${{ fromJSON(...) }}``.  An empty list prints ``{"include":[]}`` exactly (GitHub
-  rejects a matrix without entries, so a workflow compares the output with that string and skips the job);
+- ``github``: one line of JSON for ``strategy.matrix: ${{ fromJSON(...) }}``, a matrix of *chunks*:
+  ``{"include": [{"chunk": 1, "chunks": N, "profiles": {"include": [{"profile", "framework", "cuda",
+  "python", "verified", "unverified"}, ...]}}, ...]}`` (strings, but ``verified`` a boolean and ``chunk``,
+  ``chunks`` numbers; ``unverified`` the reason or ``""``).  GitHub runs at most 256 jobs per matrix, so each
+  chunk holds at most that many profiles and is itself a matrix, for a reusable workflow called once per
+  chunk (``.github/workflows/imagectl-build.yml``); the chunks are at most as many, so up to 256 x 256
+  profiles fit.  An empty list prints ``{"include":[]}`` exactly (GitHub rejects a matrix without entries,
+  so a workflow compares the output with that string and skips the job);
 - ``gitlab``: a child pipeline (YAML, written by hand) whose build and promote jobs fan out with
-  ``parallel: matrix: - PROFILE: [...]`` (200 at most per job, as GitLab allows) and extend the hidden
-  jobs ``.imagectl-build`` and ``.imagectl-promote`` of an included file; with no profile, one job that
-  says so (a child pipeline needs a job).  A comment line names each unverified profile and why;
+  ``parallel: matrix: - PROFILE: [...]`` (200 at most per job, as GitLab allows, the rest in
+  ``imagectl-build-2``, ...) and extend the hidden jobs ``.imagectl-build`` and ``.imagectl-promote`` of an
+  included file; with no profile, one job that says so (a child pipeline needs a job).  A comment line
+  names each unverified profile and why;
 - ``markdown``: a compatibility table, one row per framework release x CUDA build, with a Verified column.
+
+The job limits are :data:`MAX_JOBS`, overridable (``--max-jobs``) for an installation with other limits.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Literal, get_args
+from typing import Literal, TypeVar, get_args
 
 from packaging.version import Version
 
@@ -30,7 +37,29 @@ GITHUB_KEYS = ("profile", "framework", "cuda", "python", "verified", "unverified
 GITHUB_EMPTY = '{"include":[]}'
 GITLAB_JOBS = (("build", "imagectl-build", ".imagectl-build"), ("promote", "imagectl-promote", ".imagectl-promote"))
 GITLAB_VARIABLE = "PROFILE"
-GITLAB_MAX_JOBS = 200  # GitLab's limit of parallel:matrix jobs per job
+
+# The most jobs one matrix may fan out to, as each CI system documents it (the defaults of --max-jobs):
+# GitHub Actions, "A matrix will generate a maximum of 256 jobs per workflow run" (counted per matrix: the
+# example workflow calls a reusable workflow from a matrix of chunks, each call with a matrix of its own):
+# https://docs.github.com/en/actions/writing-workflows/choosing-what-your-workflow-does/running-variations-of-jobs-in-a-workflow
+# GitLab CI, parallel:matrix, "The number of permutations cannot exceed 200":
+# https://docs.gitlab.com/ci/yaml/#parallelmatrix
+GITHUB_MAX_JOBS = 256
+GITLAB_MAX_JOBS = 200
+MAX_JOBS: dict[OutputFormat, int] = {"github": GITHUB_MAX_JOBS, "gitlab": GITLAB_MAX_JOBS}
+
+T = TypeVar("T")
+
+
+def chunked(items: Sequence[T], size: int) -> list[list[T]]:
+    """``items`` in order, cut into lists of ``size`` (the last one shorter); ``[]`` for no items.
+
+    Raises:
+        InputError: ``size`` below 1.
+    """
+    if size < 1:
+        raise InputError(f"--max-jobs {size}: must be a positive integer")
+    return [list(items[i:i + size]) for i in range(0, len(items), size)]
 
 
 def json_rows(profiles: Sequence[Profile]) -> str:
@@ -38,21 +67,45 @@ def json_rows(profiles: Sequence[Profile]) -> str:
     return json.dumps([list_row(p) for p in profiles], indent=2, sort_keys=True)
 
 
-def github_include(profile: Profile) -> dict[str, str | bool | None]:
-    """One entry of a GitHub Actions ``strategy.matrix.include`` list (``unverified``: the reason, or null)."""
+def github_include(profile: Profile) -> dict[str, str | bool]:
+    """One entry of a GitHub Actions ``strategy.matrix.include`` list (``unverified``: the reason, or ``""``: the
+    workflow schema allows no null as a matrix value, and both are false in a workflow's ``if``)."""
     return {
         "profile": profile.name,
         "framework": profile.framework.name,
         "cuda": profile.variant.cuda,
         "python": profile.python,
         "verified": profile.verified,
-        "unverified": profile.variant.unverified,
+        "unverified": profile.variant.unverified or "",
     }
 
 
-def github_matrix(profiles: Sequence[Profile]) -> str:
-    """A GitHub Actions matrix on one line: ``{"include":[...]}`` (``{"include":[]}`` when empty)."""
-    return json.dumps({"include": [github_include(p) for p in profiles]}, separators=(",", ":"))
+def github_chunks(profiles: Sequence[Profile], max_jobs: int = GITHUB_MAX_JOBS) -> dict[str, list[dict[str, object]]]:
+    """The GitHub Actions matrix of chunks: ``{"include": [{"chunk": n, "chunks": N, "profiles": {"include":
+    [...]}}, ...]}``, each chunk's ``profiles`` a matrix of at most ``max_jobs`` entries, in list order.
+
+    Raises:
+        InputError: ``max_jobs`` below 1, or more chunks than ``max_jobs`` (the matrix over the chunks is
+            limited too): more than ``max_jobs`` squared profiles.
+    """
+    chunks = chunked(profiles, max_jobs)
+    if len(chunks) > max_jobs:
+        raise InputError(f"{len(profiles)} profiles need {len(chunks)} chunks of at most {max_jobs}, and one matrix "
+                         f"runs at most {max_jobs} of them: select fewer profiles (--framework, --changed-since)")
+    return {"include": [_github_chunk(chunk, number, len(chunks)) for number, chunk in enumerate(chunks, start=1)]}
+
+
+def _github_chunk(profiles: list[Profile], number: int, count: int) -> dict[str, object]:
+    return {"chunk": number, "chunks": count, "profiles": {"include": [github_include(p) for p in profiles]}}
+
+
+def github_matrix(profiles: Sequence[Profile], max_jobs: int = GITHUB_MAX_JOBS) -> str:
+    """:func:`github_chunks` on one line of JSON (``{"include":[]}`` when there is no profile).
+
+    Raises:
+        InputError: as :func:`github_chunks`.
+    """
+    return json.dumps(github_chunks(profiles, max_jobs), separators=(",", ":"))
 
 
 def yaml_string(text: str) -> str:
@@ -60,14 +113,18 @@ def yaml_string(text: str) -> str:
     return json.dumps(text)
 
 
-def gitlab_pipeline(profiles: Sequence[Profile], include: str | None = ".gitlab-ci.yml") -> str:
+def gitlab_pipeline(profiles: Sequence[Profile], include: str | None = ".gitlab-ci.yml",
+                    max_jobs: int = GITLAB_MAX_JOBS) -> str:
     """A GitLab child pipeline that builds, then promotes, each profile in its own job.
 
     The jobs extend ``.imagectl-build`` and ``.imagectl-promote``; ``include`` names the repository file
     that defines them (and the ``build`` and ``promote`` stages); with no ``include`` the pipeline
     declares the two stages itself and the templates must be prepended to it.  GitLab runs at most 200
-    ``parallel:matrix`` jobs per job, so a longer list is split over ``imagectl-build``,
+    ``parallel:matrix`` jobs per job (``max_jobs``), so a longer list is split over ``imagectl-build``,
     ``imagectl-build-2``, ...; the promote stage starts when every build succeeded.
+
+    Raises:
+        InputError: ``max_jobs`` below 1.
     """
     names = [p.name for p in profiles]
     lines = [f"# Generated by `imagectl matrix --format gitlab`: {len(names)} profile(s).",
@@ -79,7 +136,7 @@ def gitlab_pipeline(profiles: Sequence[Profile], include: str | None = ".gitlab-
         lines += ["include:", f"  - local: {yaml_string(include)}", ""]
     else:
         lines += ["stages:", *(f"  - {stage}" for stage, _, _ in GITLAB_JOBS), ""]
-    chunks = [names[i:i + GITLAB_MAX_JOBS] for i in range(0, len(names), GITLAB_MAX_JOBS)]
+    chunks = chunked(names, max_jobs)
     for stage, job, template in GITLAB_JOBS:
         for number, chunk in enumerate(chunks, start=1):
             name = job if number == 1 else f"{job}-{number}"
@@ -125,18 +182,23 @@ def _markdown_text(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def render(profiles: Sequence[Profile], fmt: OutputFormat, gitlab_include: str | None = ".gitlab-ci.yml") -> str:
-    """The profile list in format ``fmt`` (one of FORMATS), ending in a newline.
+def render(profiles: Sequence[Profile], fmt: OutputFormat, gitlab_include: str | None = ".gitlab-ci.yml",
+           max_jobs: int | None = None) -> str:
+    """The profile list in format ``fmt`` (one of FORMATS), ending in a newline; ``max_jobs`` (github and
+    gitlab only) defaults to the CI system's own limit, :data:`MAX_JOBS`.
 
     Raises:
-        InputError: an unknown format.
+        InputError: an unknown format; ``max_jobs`` below 1 or given for a format that has no jobs; more
+            profiles than a GitHub matrix of matrices holds.
     """
+    if max_jobs is not None and fmt not in MAX_JOBS:
+        raise InputError(f"--max-jobs applies to --format {' and '.join(MAX_JOBS)}, not {fmt}")
     if fmt == "json":
         return json_rows(profiles) + "\n"
     if fmt == "github":
-        return github_matrix(profiles) + "\n"
+        return github_matrix(profiles, GITHUB_MAX_JOBS if max_jobs is None else max_jobs) + "\n"
     if fmt == "gitlab":
-        return gitlab_pipeline(profiles, gitlab_include)
+        return gitlab_pipeline(profiles, gitlab_include, GITLAB_MAX_JOBS if max_jobs is None else max_jobs)
     if fmt == "markdown":
         return markdown_table(profiles)
     raise InputError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")

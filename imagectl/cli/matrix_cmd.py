@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..ci.changes import profiles_changed_since
-from ..ci.outputs import FORMATS, OutputFormat, render
+from ..ci.outputs import FORMATS, MAX_JOBS, OutputFormat, render
 from ..errors import InputError
 from ..grammar import check_url
 from ..junit import junit_xml, write_report
@@ -28,16 +28,20 @@ def _check_index(index: str | None) -> str | None:
 
 @click.group("matrix", invoke_without_command=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True,
-              help="json: list rows; github: a strategy.matrix include list (one line); gitlab: a child pipeline "
-                   "with parallel:matrix jobs; markdown: a compatibility table.")
+              help="json: list rows; github: a matrix of chunks, each a strategy.matrix include list (one line); "
+                   "gitlab: a child pipeline with parallel:matrix jobs; markdown: a compatibility table.")
 @click.option("--changed-since", "changed_since", metavar="GIT_REF",
               help="Only profiles whose matrix data (or any template) changed since this git ref.")
 @framework_option
 @click.option("--gitlab-include", metavar="FILE", default=".gitlab-ci.yml", show_default=True,
               help="gitlab: the repository file that defines the .imagectl-build and .imagectl-promote jobs.")
+@click.option("--max-jobs", "max_jobs", type=click.IntRange(min=1), metavar="N",
+              help=f"github, gitlab: at most N jobs per matrix (default: the documented limits, "
+                   f"{', '.join(f'{k} {v}' for k, v in MAX_JOBS.items())}).")
 @click.pass_context
-def cmd_matrix(ctx: click.Context, *, fmt: OutputFormat, changed_since: str | None, framework: str | None,
-               gitlab_include: str) -> None:
+def cmd_matrix(  # noqa: PLR0913 - click passes one parameter per option
+        ctx: click.Context, *, fmt: OutputFormat, changed_since: str | None, framework: str | None,
+        gitlab_include: str, max_jobs: int | None) -> None:
     """Print the profiles in the shape a CI system consumes (see also: matrix verify, matrix sync)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -48,7 +52,11 @@ def cmd_matrix(ctx: click.Context, *, fmt: OutputFormat, changed_since: str | No
     else:
         profiles = profiles_changed_since(changed_since, Path.cwd(), ws.matrix, ws.config, framework)
         click.echo(f"{len(profiles)} profiles changed since {changed_since}", err=True)
-    click.echo(render(profiles, fmt, gitlab_include or None), nl=False)
+    text = render(profiles, fmt, gitlab_include or None, max_jobs)
+    if max_jobs is not None and max_jobs > MAX_JOBS[fmt]:
+        click.echo(f"warning: --max-jobs {max_jobs} is above {fmt}'s documented {MAX_JOBS[fmt]} jobs per matrix",
+                   err=True)
+    click.echo(text, nl=False)
 
 
 @cmd_matrix.command("verify")

@@ -71,7 +71,7 @@ def repo(tmp_path, use_matrix, copy_matrix, git_in):
 def _changed(run_cli, ref: str = "HEAD") -> list[str]:
     r = run_cli("matrix", "--format", "github", "--changed-since", ref)
     assert r.code == 0, r.err
-    return [e["profile"] for e in json.loads(r.out)["include"]]
+    return [e["profile"] for chunk in json.loads(r.out)["include"] for e in chunk["profiles"]["include"]]
 
 
 def test_unchanged_tree_gives_the_empty_matrix(run_cli, repo):

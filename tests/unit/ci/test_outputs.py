@@ -5,33 +5,45 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 import yaml
 
 from imagectl.ci.outputs import (
     GITHUB_EMPTY,
     GITHUB_KEYS,
+    GITHUB_MAX_JOBS,
+    GITLAB_MAX_JOBS,
     github_matrix,
     gitlab_pipeline,
     markdown_table,
     render,
 )
+from imagectl.errors import InputError
 from imagectl.matrix.names import list_profiles
 
 PROFILE_NAME = re.compile(r"^[a-z][a-z0-9_]*-[0-9.]+-[a-z]+[0-9]+(-[a-z0-9.]+)*$")
 
 
-def check_github_matrix(text: str) -> list[dict[str, str]]:
-    """GitHub Actions' strategy.matrix: one line of JSON, an object whose only key is ``include``, a list
-    of flat objects with string values and the same keys (what fromJSON() and the matrix need)."""
+def check_github_matrix(text: str, max_jobs: int = GITHUB_MAX_JOBS) -> list[dict[str, str]]:
+    """GitHub Actions' strategy.matrix of chunks: one line of JSON, an object whose only key is ``include``, a
+    list of chunks ``{"chunk": n, "chunks": N, "profiles": {"include": [...]}}`` numbered 1..N, each
+    ``profiles`` an include-only matrix of 1 to ``max_jobs`` flat entries with the same keys and string values
+    (``verified`` a boolean), no more chunks than ``max_jobs``; returns the entries of every chunk in order."""
     assert "\n" not in text.strip()
     document = json.loads(text)
     assert isinstance(document, dict) and list(document) == ["include"]
-    include = document["include"]
-    assert isinstance(include, list)
+    chunks = document["include"]
+    assert isinstance(chunks, list) and len(chunks) <= max_jobs
+    include: list[dict[str, str]] = []
+    for number, chunk in enumerate(chunks, start=1):
+        assert chunk == {"chunk": number, "chunks": len(chunks), "profiles": chunk["profiles"]}
+        assert list(chunk["profiles"]) == ["include"] and 1 <= len(chunk["profiles"]["include"]) <= max_jobs
+        include += chunk["profiles"]["include"]
     for entry in include:
         assert isinstance(entry, dict) and tuple(entry) == GITHUB_KEYS
-        assert isinstance(entry["verified"], bool) and (entry["unverified"] is None) == entry["verified"]
-        assert all(isinstance(v, str) and v for k, v in entry.items() if k not in ("verified", "unverified"))
+        assert isinstance(entry["verified"], bool) and (entry["unverified"] == "") == entry["verified"]
+        assert all(isinstance(v, str) for k, v in entry.items() if k != "verified")
+        assert all(v for k, v in entry.items() if k not in ("verified", "unverified"))
         assert PROFILE_NAME.match(entry["profile"])
     assert len({e["profile"] for e in include}) == len(include)
     return include
@@ -80,9 +92,10 @@ def _scalar(text: str) -> object:
     return json.loads(text) if text.startswith('"') else text
 
 
-def check_gitlab_pipeline(text: str, include: str | None = ".gitlab-ci.yml") -> list[str]:
+def check_gitlab_pipeline(text: str, include: str | None = ".gitlab-ci.yml",
+                          max_jobs: int = GITLAB_MAX_JOBS) -> list[str]:
     """A GitLab child pipeline: build jobs and promote jobs with parallel:matrix of one PROFILE list each
-    (at most 200 entries), extending the templates; the profiles built are the profiles promoted."""
+    (at most ``max_jobs`` entries), extending the templates; the profiles built are the profiles promoted."""
     document = parse_gitlab(text)
     jobs = {k: v for k, v in document.items() if k not in ("include", "stages") and not k.startswith(".")}
     assert jobs, "a child pipeline needs at least one job"
@@ -94,7 +107,7 @@ def check_gitlab_pipeline(text: str, include: str | None = ".gitlab-ci.yml") -> 
         matrix = job["parallel"]["matrix"]
         assert isinstance(matrix, list) and len(matrix) == 1 and list(matrix[0]) == ["PROFILE"]
         profiles = matrix[0]["PROFILE"]
-        assert 1 <= len(profiles) <= 200 and all(PROFILE_NAME.match(p) for p in profiles)
+        assert 1 <= len(profiles) <= max_jobs and all(PROFILE_NAME.match(p) for p in profiles)
         (built if job["stage"] == "build" else promoted).extend(profiles)
         assert job["extends"] == (".imagectl-build" if job["stage"] == "build" else ".imagectl-promote")
     assert built == promoted and len(set(built)) == len(built)
@@ -103,11 +116,36 @@ def check_gitlab_pipeline(text: str, include: str | None = ".gitlab-ci.yml") -> 
 
 def test_github_matrix_has_one_entry_per_profile(matrix):
     profiles = list_profiles(matrix)
-    include = check_github_matrix(github_matrix(profiles))
+    text = github_matrix(profiles)
+    include = check_github_matrix(text)
     assert [e["profile"] for e in include] == [p.name for p in profiles]
+    assert json.loads(text)["include"][0]["chunks"] == 1
     first = include[0]
     assert first == {"profile": "torch-2.7-cu128", "framework": "torch", "cuda": "12.8", "python": first["python"],
-                     "verified": True, "unverified": None}
+                     "verified": True, "unverified": ""}
+
+
+def test_github_unverified_entry_carries_its_reason(matrix_copy):
+    matrix_copy.edit("torch.toml", 'cuda = "11.8"\n', 'cuda = "11.8"\n  unverified = "no source for its pins"\n')
+    include = check_github_matrix(github_matrix(list_profiles(matrix_copy.load())))
+    reasons = {e["profile"]: e["unverified"] for e in include if not e["verified"]}
+    assert reasons == {name: "no source for its pins" for name in
+                       ("torch-2.3-cu118", "torch-2.3-cu118-devel", "torch-2.3-cu118-base")}
+
+
+def test_github_splits_into_chunks_in_order(matrix):
+    profiles = list_profiles(matrix)  # 12
+    document = json.loads(github_matrix(profiles, max_jobs=5))
+    assert [(c["chunk"], c["chunks"], len(c["profiles"]["include"])) for c in document["include"]] == [
+        (1, 3, 5), (2, 3, 5), (3, 3, 2)]
+    assert [e["profile"] for c in document["include"] for e in c["profiles"]["include"]] == [p.name for p in profiles]
+    assert len(check_github_matrix(github_matrix(profiles, max_jobs=4), max_jobs=4)) == 12  # 3 chunks of 4
+
+
+def test_github_refuses_more_chunks_than_one_matrix_runs(matrix):
+    profiles = list_profiles(matrix)  # 12: 3 chunks of 4 fit a limit of 4; 4 chunks of 3 do not fit a limit of 3
+    with pytest.raises(InputError, match="12 profiles need 4 chunks of at most 3, and one matrix runs at most 3"):
+        github_matrix(profiles, max_jobs=3)
 
 
 def test_github_empty_matrix_is_the_documented_string():
@@ -134,6 +172,27 @@ def test_gitlab_splits_more_than_200_profiles(matrix):
     assert [k for k in document if k.startswith("imagectl-build")] == jobs
     sizes = [len(document[k]["parallel"]["matrix"][0]["PROFILE"]) for k in jobs]
     assert sizes == [200, 200, 50]
+
+
+def test_gitlab_max_jobs_splits_sooner(matrix):
+    profiles = list_profiles(matrix)  # 12
+    text = gitlab_pipeline(profiles, max_jobs=5)
+    document = parse_gitlab(text)
+    assert [len(document[k]["parallel"]["matrix"][0]["PROFILE"]) for k in document if k.startswith("imagectl-")] == [
+        5, 5, 2, 5, 5, 2]
+    assert check_gitlab_pipeline(text, max_jobs=5) == [p.name for p in profiles]
+
+
+@pytest.mark.parametrize("fmt", ["github", "gitlab"])
+def test_max_jobs_below_one_is_refused(matrix, fmt):
+    with pytest.raises(InputError, match="--max-jobs 0: must be a positive integer"):
+        render(list_profiles(matrix), fmt, max_jobs=0)
+
+
+@pytest.mark.parametrize("fmt", ["json", "markdown"])
+def test_max_jobs_is_refused_where_there_are_no_jobs(matrix, fmt):
+    with pytest.raises(InputError, match=f"--max-jobs applies to --format github and gitlab, not {fmt}"):
+        render(list_profiles(matrix), fmt, max_jobs=10)
 
 
 def test_gitlab_empty_pipeline_still_has_a_job():
@@ -180,7 +239,7 @@ def test_render_json_is_list_rows(matrix):
 def test_cli_matrix_formats(run_cli, use_matrix, test_matrix_dir):
     use_matrix(test_matrix_dir)
     github = run_cli("matrix", "--format", "github")
-    assert github.code == 0 and len(check_github_matrix(github.out)) == 12
+    assert github.code == 0 and len(check_github_matrix(github.out)) == 12 and github.err == ""
     gitlab = run_cli("matrix", "--format", "gitlab", "--framework", "torch")
     assert gitlab.code == 0 and len(check_gitlab_pipeline(gitlab.out)) == 12
     markdown = run_cli("matrix", "--format", "markdown")
@@ -194,6 +253,40 @@ def test_cli_matrix_unknown_framework_and_format(run_cli, use_matrix, test_matri
     r = run_cli("matrix", "--framework", "caffe")
     assert r.code == 2 and r.err.startswith("imagectl: --framework 'caffe'") and len(r.err.splitlines()) == 1
     assert run_cli("matrix", "--format", "yaml").code == 2
+
+
+def test_cli_max_jobs(run_cli, use_matrix, test_matrix_dir):
+    use_matrix(test_matrix_dir)
+    github = run_cli("matrix", "--format", "github", "--max-jobs", "5")
+    assert github.code == 0 and len(check_github_matrix(github.out, max_jobs=5)) == 12
+    assert [c["chunks"] for c in json.loads(github.out)["include"]] == [3, 3, 3]
+    gitlab = run_cli("matrix", "--format", "gitlab", "--max-jobs", "5")
+    assert gitlab.code == 0 and len(check_gitlab_pipeline(gitlab.out, max_jobs=5)) == 12
+    assert "imagectl-build-3:" in gitlab.out and "imagectl-build-4:" not in gitlab.out
+
+
+def test_cli_max_jobs_above_the_documented_limit_warns(run_cli, use_matrix, test_matrix_dir):
+    use_matrix(test_matrix_dir)
+    r = run_cli("matrix", "--format", "gitlab", "--max-jobs", "500")
+    assert r.code == 0 and len(check_gitlab_pipeline(r.out, max_jobs=500)) == 12
+    assert r.err == "warning: --max-jobs 500 is above gitlab's documented 200 jobs per matrix\n"
+    assert run_cli("matrix", "--format", "github", "--max-jobs", "256").err == ""
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--max-jobs", "0"), "imagectl: Invalid value for '--max-jobs': 0 is not in the range x>=1."),
+    (("--max-jobs", "-1"), "imagectl: Invalid value for '--max-jobs': -1 is not in the range x>=1."),
+    (("--max-jobs", "ten"), "imagectl: Invalid value for '--max-jobs': 'ten'"),
+    (("--max-jobs", "2.5"), "imagectl: Invalid value for '--max-jobs': '2.5'"),
+    (("--max-jobs",), "imagectl: Option '--max-jobs' requires an argument."),
+    (("--max-jobs", "3"), "imagectl: 12 profiles need 4 chunks of at most 3, and one matrix runs at most 3 of them"),
+    (("--format", "markdown", "--max-jobs", "3"), "imagectl: --max-jobs applies to --format github and gitlab"),
+])
+def test_cli_bad_max_jobs_is_one_line_exit_2(run_cli, use_matrix, test_matrix_dir, args, message):
+    use_matrix(test_matrix_dir)
+    r = run_cli("matrix", "--format", "github", *args)
+    assert r.code == 2 and r.out == "" and r.err.startswith(message), r.err
+    assert len(r.err.splitlines()) == 1 and "Traceback" not in r.err
 
 
 def test_cli_matrix_is_listed_in_help(run_cli):

@@ -1,5 +1,6 @@
-"""The example pipelines (.github/workflows/imagectl.yml, .gitlab-ci.yml) parse and have the jobs the docs
-describe: validate with JUnit, a matrix of changed profiles, a fan-out build, a promote after success.
+"""The example pipelines (.github/workflows/imagectl.yml and the imagectl-build.yml it calls per chunk,
+.gitlab-ci.yml) parse and have the jobs the docs describe: validate with JUnit, a matrix of changed profiles, a
+fan-out build, a promote after success.  Their schemas are checked in test_schemas.py.
 Needs PyYAML, which imagectl does not depend on: the test extra installs it."""
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ def workflow() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
+def called() -> dict[str, Any]:
+    return load(".github/workflows/imagectl-build.yml")
+
+
+@pytest.fixture(scope="module")
 def gitlab() -> dict[str, Any]:
     return load(".gitlab-ci.yml")
 
@@ -51,7 +57,9 @@ def test_github_validate_and_verify_write_junit(workflow):
 def test_github_matrix_job_computes_changed_profiles(workflow):
     job = workflow["jobs"]["matrix"]
     assert job["needs"] == "validate"
-    assert set(job["outputs"]) == {"matrix", "any"}
+    assert set(job["outputs"]) == {"matrix", "any", "python-version", "install"}
+    assert job["outputs"]["python-version"] == "${{ env.PYTHON_VERSION }}"
+    assert job["outputs"]["install"] == "${{ env.IMAGECTL_INSTALL }}"
     checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout"))
     assert checkout["with"]["fetch-depth"] == 0
     script = runs(job)
@@ -59,17 +67,42 @@ def test_github_matrix_job_computes_changed_profiles(workflow):
     assert f"'{GITHUB_EMPTY}'" in script  # the exact string imagectl prints for no profile
 
 
-def test_github_build_fans_out_and_promote_follows(workflow):
+CHUNKS = "${{ fromJSON(needs.matrix.outputs.matrix) }}"
+
+
+def test_github_build_and_promote_call_the_chunk_workflow_per_chunk(workflow):
     build, promote = workflow["jobs"]["build"], workflow["jobs"]["promote"]
     assert build["needs"] == "matrix" and "needs.matrix.outputs.any == 'true'" in build["if"]
-    assert build["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
-    assert build["strategy"]["fail-fast"] is False
+    assert "build" in promote["needs"] and "refs/heads/main" in promote["if"]
+    assert "needs.matrix.outputs.any == 'true'" in promote["if"]
+    for job, task in ((build, "build"), (promote, "promote")):
+        assert job["uses"] == "./.github/workflows/imagectl-build.yml" and job["secrets"] == "inherit"
+        assert job["strategy"]["matrix"] == CHUNKS and job["strategy"]["fail-fast"] is False
+        assert job["with"]["task"] == task and job["with"]["profiles"] == "${{ toJSON(matrix.profiles) }}"
+        assert job["with"]["python-version"] == "${{ needs.matrix.outputs.python-version }}"
+        assert job["with"]["install"] == "${{ needs.matrix.outputs.install }}"
+        assert job["with"]["registry-url"] == "${{ vars.IMAGECTL_REGISTRY_URL }}"
+        assert "steps" not in job and "runs-on" not in job
+
+
+def test_github_chunk_workflow_builds_and_promotes_each_profile(workflow, called):
+    triggers = called.get("on", called.get(True))
+    assert list(triggers) == ["workflow_call"]
+    inputs = triggers["workflow_call"]["inputs"]
+    passed = set(workflow["jobs"]["build"]["with"]) | set(workflow["jobs"]["promote"]["with"])
+    assert passed == set(inputs)  # every input the caller passes is declared, every required one passed
+    assert {name for name, spec in inputs.items() if spec.get("required")} <= set(workflow["jobs"]["build"]["with"])
+    build, promote = called["jobs"]["build"], called["jobs"]["promote"]
+    assert build["if"] == "inputs.task == 'build'" and promote["if"] == "inputs.task == 'promote'"
+    for job in (build, promote):
+        assert job["strategy"]["matrix"] == "${{ fromJSON(inputs.profiles) }}" and job["strategy"]["fail-fast"] is False
+        assert next(s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python"))["with"] == {
+            "python-version": "${{ inputs.python-version }}"}
+        login = next(s for s in job["steps"] if s.get("uses", "").startswith("docker/login-action"))
+        assert login["with"]["password"] == "${{ secrets.REGISTRY_PASSWORD }}"
     step = next(s for s in build["steps"] if "imagectl build" in s.get("run", ""))
     assert step["env"]["PROFILE"] == "${{ matrix.profile }}" and '"$PROFILE" --push' in step["run"]
-    login = next(s for s in build["steps"] if s.get("uses", "").startswith("docker/login-action"))
-    assert login["with"]["password"] == "${{ secrets.REGISTRY_PASSWORD }}"
-    assert "build" in promote["needs"] and "refs/heads/main" in promote["if"]
-    assert promote["strategy"]["matrix"] == build["strategy"]["matrix"]
+    assert promote["environment"] == "stable"
     assert 'imagectl promote "$PROFILE" --channel stable' in runs(promote)
 
 
