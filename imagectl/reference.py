@@ -115,10 +115,27 @@ def names_registry(text: str) -> bool:
     return bool(sep) and _is_domain(first)
 
 
+def _userinfo_end(text: str) -> int:
+    """Where the ``user:password@`` a reference must not carry ends (the index after its ``@``), or 0: an ``@``
+    before the first ``/``, or the only ``@`` with no ``/`` at all that is not followed by a digest."""
+    at, slash = text.find("@"), text.find("/")
+    if at < 0 or (slash != -1 and slash < at):
+        return 0
+    if slash == -1 and _DIGEST_RE.fullmatch(text[at + 1:]):
+        return 0  # ``ubuntu@sha256:...``
+    return (text.rfind("@", 0, slash) if slash != -1 else at) + 1
+
+
 def parse_reference(text: str) -> Reference:
-    """Parse and normalise an image reference; raises ValidationError naming what is wrong."""
+    """Parse and normalise an image reference; raises ValidationError naming what is wrong.  A reference with
+    credentials (``user:password@host/repo``) is refused without being echoed: registries are logged in to with
+    ``docker login`` (the engine's credential store), never through a reference."""
     if not isinstance(text, str) or not text or text != text.strip() or any(c.isspace() for c in text):
         raise ValidationError(f"invalid image reference {text!r}: empty or contains whitespace")
+    userinfo = _userinfo_end(text)
+    if userinfo:
+        raise ValidationError(f"invalid image reference '***@{text[userinfo:]}': an image reference carries no "
+                              "credentials (log in to the registry with 'docker login' instead)")
     rest, _, digest = text.partition("@")
     tag = None
     slash = rest.rfind("/")

@@ -44,11 +44,12 @@ class _Root(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None) -> None:
     """Build, test, tag and roll back GPU training images from a compatibility matrix."""
-    ctx.obj = {"config_path": config_path}
+    ctx.ensure_object(dict)["config_path"] = config_path
 
 
 def workspace(ctx: click.Context) -> Workspace:
-    """The command's Workspace (configuration loaded on first use); raises ConfigError."""
+    """The command's Workspace (configuration loaded on first use, kept in the root context's ``obj``, where
+    ``main`` finds the configured secrets to redact from an error line); raises ConfigError."""
     root = ctx.find_root()
     if "workspace" not in root.obj:
         root.obj["workspace"] = Workspace(load_config(root.obj["config_path"]))

@@ -44,10 +44,11 @@ def build_document(results: Sequence[BuildResult], secrets: Sequence[str] = ()) 
     return {"results": [result_dict(r, secrets) for r in results]}
 
 
-def plan_table(entries: Sequence[PlanEntry]) -> str:
-    """``build --plan`` as text: profile, action (reuse, build, refused), and the tag, build key or reason."""
+def plan_table(entries: Sequence[PlanEntry], secrets: Sequence[str] = ()) -> str:
+    """``build --plan`` as text: profile, action (reuse, build, refused), and the tag, build key or reason (the
+    reason redacted)."""
     def detail(e: PlanEntry) -> str:
-        return {"reuse": e.tag, "build": f"build key {e.key[:10]}"}.get(e.action, e.reason)
+        return {"reuse": e.tag, "build": f"build key {e.key[:10]}"}.get(e.action, redact(e.reason, secrets))
 
     rows = [{"profile": e.profile, "action": e.action, "detail": detail(e)} for e in entries]
     return format_table(rows, ("profile", "action", "detail"))

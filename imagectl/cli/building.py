@@ -27,7 +27,7 @@ from ..requirements import check_requirement, read_requirements
 from .app import echo_json, profile_argument, python_option, workspace
 from .build_views import build_document, plan_document, plan_table, summary_table
 from .finding_views import format_findings
-from .printable import printable
+from .printable import printable, say
 
 
 PROGRESS_MODES = ("auto", "plain", "quiet")
@@ -138,7 +138,7 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
     engine, secrets = LazyEngine(), ws.config.secret_values
     if plan:
         entries = plan_many(requests, ws.config, engine)
-        _emit(plan_document(entries, secrets), as_json, metadata_file, lambda: plan_table(entries))
+        _emit(plan_document(entries, secrets), as_json, metadata_file, lambda: plan_table(entries, secrets))
         return 1 if any(e.action == "refused" for e in entries) else 0
     shown = _Progress("quiet" if quiet else progress, [p.name for p in profiles], secrets)
     try:
@@ -155,12 +155,12 @@ def _report_failures(results: Sequence[BuildResult], secrets: Sequence[str], *, 
     on stderr, redacted and printable (a note or an error may quote a registry's answer)."""
     for r in results:
         for note in r.notes:
-            click.echo(printable(redact(f"note: {r.profile}: {note}", secrets)), err=True)
+            say(f"note: {r.profile}: {note}", secrets)
         if r.status == "failed":
             if not streamed:  # the log was not on the screen: its tail, once
                 for line in r.log_tail[-20:]:
-                    click.echo(printable(redact(f"| {line}", secrets)), err=True)
-            click.echo(printable(redact(f"imagectl: {r.profile}: {r.error}", secrets)), err=True)
+                    say(f"| {line}", secrets)
+            say(f"imagectl: {r.profile}: {r.error}", secrets)
 
 
 @click.command("test")

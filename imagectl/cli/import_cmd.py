@@ -10,11 +10,7 @@ from ..images.importer import ImportEnvironment, ImportOptions, import_image
 from ..tags.managed import resolve_managed
 from .app import echo_json, json_option, workspace
 from .import_views import format_import, import_json
-from .printable import printable
-
-
-def _stderr(line: str) -> None:
-    click.echo(printable(line), err=True)
+from .printable import say
 
 
 @click.command("import")
@@ -33,10 +29,10 @@ def cmd_import(ctx: click.Context, *, ref: str, name: str, strict: bool,  # noqa
     ws = workspace(ctx)
     managed = resolve_managed(name, ws.matrix, ws.config)
     options = ImportOptions(strict=strict, set_latest=set_latest, check=not no_check)
-    result = import_image(ref, managed, options, ImportEnvironment(ws.matrix, ws.config, LazyEngine(), _stderr))
+    result = import_image(ref, managed, options, ImportEnvironment(ws.matrix, ws.config, LazyEngine(), say))
     if as_json:
         echo_json(import_json(result))
         return
     click.echo(format_import(result))
     for note in result.notes:
-        click.echo(printable(f"warning: {note}"), err=True)
+        say(f"warning: {note}", ws.config.secret_values)

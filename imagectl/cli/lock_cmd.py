@@ -15,9 +15,8 @@ from ..lock.store import lock_dirs, read_lock, write_lock
 from ..lock.target import lock_inputs, profile_lock_id, target_for
 from ..matrix.model import Profile
 from ..matrix.names import list_profiles
-from ..redact import redact
 from .app import check_framework, framework_option, profile_argument, python_option, workspace
-from .printable import printable
+from .printable import say
 
 if TYPE_CHECKING:
     from .workspace import Workspace
@@ -87,7 +86,7 @@ def cmd_lock(  # noqa: PLR0913 - click passes one parameter per option
             _lock_one(ws, profile, run)
             return 0
         except ImagectlError as exc:
-            click.echo(printable(redact(f"imagectl: {profile.name}: {exc}")), err=True)
+            say(f"imagectl: {profile.name}: {exc}", ws.config.secret_values)
             return exc.exit_code
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -139,6 +138,6 @@ def _check(ws: Workspace, framework: str | None) -> int:
         paths = [p for p in paths if p.name.startswith(f"{framework}-")]
     problems = [*check_files(paths, ws.matrix), *missing_locks(profiles, ws.config)]
     for problem in problems:
-        click.echo(f"imagectl: lock --check: {problem}", err=True)
+        say(f"imagectl: lock --check: {problem}", ws.config.secret_values)
     click.echo(f"{len(paths)} lock files checked, {len(problems)} problems", err=True)
     return 1 if problems else 0

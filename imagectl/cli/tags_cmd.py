@@ -22,7 +22,7 @@ from ..tags.naming import check_channel, check_source
 from ..tags.prune import execute_prune, plan_for_store
 from ..tags.store import TagStore
 from .app import echo_json, json_option, profile_argument, workspace
-from .printable import printable
+from .printable import printable, say
 from .tag_views import (
     describe_move,
     format_history,
@@ -45,8 +45,8 @@ def _open(ctx: click.Context, name: str) -> tuple[ManagedRepository, TagStore]:
 
 
 def _stderr(line: str) -> None:
-    """A line on stderr, made printable (it may quote a registry's record or answer)."""
-    click.echo(printable(line), err=True)
+    """A line on stderr (:func:`~.printable.say`: it may quote a registry's record or answer)."""
+    say(line)
 
 
 @click.command("history")
