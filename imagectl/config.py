@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -67,6 +67,7 @@ class Config:
     lock_grace_days: int = 7  # days after a release's upload that --as-of release still takes
     prune_min_age_days: int = 7
     source: str = "defaults"
+    notes: tuple[str, ...] = ()  # what the CLI warns about the configuration (a file with credentials others read)
 
     @property
     def insecure_hosts(self) -> tuple[str, ...]:
@@ -109,7 +110,21 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None, c
     _check_sections(raw, where)
     values = _flatten(raw, file.parent if file else cwd, where)
     values.update(_env_overrides(env, cwd))
-    return _build(values, str(file) if file else "defaults")
+    config = _build(values, str(file) if file else "defaults")
+    return replace(config, notes=_exposure_notes(file, config)) if file else config
+
+
+def _exposure_notes(file: Path, config: Config) -> tuple[str, ...]:
+    """A warning when ``file`` holds a secret of the configuration (an index password, a build-arg value) and
+    others may read it, as ssh warns about a private key; none otherwise."""
+    try:
+        mode, text = file.stat().st_mode, file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ()
+    if not mode & 0o077 or redact(text, config.secret_values) == text:  # no URL userinfo, no build-arg value
+        return ()
+    return (f"warning: {file} holds credentials and others can read it (mode {mode & 0o777:04o}); "
+            f"chmod 600 {file}",)
 
 
 def _check_sections(raw: dict[str, Any], where: str) -> None:

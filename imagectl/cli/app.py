@@ -13,6 +13,7 @@ from .. import __version__
 from ..config import load_config
 from ..errors import ImagectlError, InputError
 from ..matrix.names import list_profiles
+from .printable import say
 from .workspace import Workspace
 
 
@@ -52,7 +53,10 @@ def workspace(ctx: click.Context) -> Workspace:
     ``main`` finds the configured secrets to redact from an error line); raises ConfigError."""
     root = ctx.find_root()
     if "workspace" not in root.obj:
-        root.obj["workspace"] = Workspace(load_config(root.obj["config_path"]))
+        config = load_config(root.obj["config_path"])
+        for note in config.notes:
+            say(note)
+        root.obj["workspace"] = Workspace(config)
     return root.obj["workspace"]
 
 

@@ -10,10 +10,9 @@ import click
 
 from ..errors import InputError, OperationError
 from ..grammar import check_python
-from ..images.context_files import place_files
+from ..images.context_write import write_context
 from ..images.plan import BuildOptions, BuildRequest, Plan, no_digest, plan_build
 from ..images.trace import Trace
-from ..render.dockerfile import write_context
 from ..requirements import check_requirement
 from .app import echo_json, profile_argument, python_option, workspace
 
@@ -49,11 +48,11 @@ def cmd_render(ctx: click.Context, name: str, output: str | None, python: str | 
 
 
 def _write(plan: Plan, dest: Path, output: str) -> list[Path]:
-    """Write the whole build context (the netrc of index credentials included, readable by its owner only) and the
-    added files into ``dest``; raises OperationError naming what could not be written."""
+    """Write the whole build context (the netrc of index credentials included, readable by its owner only) and
+    copies of the added files into ``dest``, never through a symbolic link and nothing left behind on failure;
+    raises InputError for a link in the way, OperationError naming what could not be written."""
     try:
-        place_files(plan.added, dest)
-        return [*write_context(plan.context(), dest), *(dest / name for name in plan.added)]
+        return write_context(plan.context(), plan.added, dest)
     except OSError as exc:
         at = f" ({exc.filename})" if exc.filename and str(exc.filename) != output else ""
         raise OperationError(f"--output {output}: cannot write the build context: {exc.strerror or exc}{at}") from None

@@ -37,14 +37,13 @@ from ..lock.store import LockOrigin
 from ..progress.heartbeat import Heartbeat
 from ..progress.piplog import PipDownload, PipLog
 from ..reference import Reference
-from ..render.dockerfile import write_context
 from ..tags.managed import open_tag_store
 from ..tags.moves import MoveResult, guarded_move
 from ..tags.naming import MOVING_TAG, immutable_tag, repository, short_digest
 from ..tags.store import TagStore
 from .base_digest import resolve_base_digest
 from .context_dirs import build_context, sweep_contexts
-from .context_files import place_files
+from .context_write import write_context
 from .immutable import existing_immutable, image_of
 from .trace import Trace
 from .plan import BuildRequest, DigestOf, Plan, plan_build
@@ -163,8 +162,7 @@ def _engine_build(plan: Plan, config: Config, engine: Engine, trace: Trace) -> t
     log = trace.log
     sweep_contexts()
     with trace.timed("build"), build_context() as tmp:
-        write_context(plan.context(), tmp)
-        place_files(plan.added, tmp)
+        write_context(plan.context(), plan.added, tmp, link=True)
         log(f"building {plan.request.profile.name} (build key {plan.key[:10]})")
         pip = PipLog()
         with Heartbeat(log, "building", pip=pip) as beat:

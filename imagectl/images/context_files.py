@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -102,14 +101,3 @@ def _store(cache_file: Path, cache: dict[str, str]) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-
-
-def place_files(files: Mapping[str, Path], dest: Path) -> None:
-    """Put ``files`` into the build context ``dest``: hard links where possible, copies otherwise."""
-    for name, source in files.items():
-        target = dest / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(source, target)
-        except OSError:
-            shutil.copyfile(source, target)

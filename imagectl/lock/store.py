@@ -74,8 +74,9 @@ def find_lock(profile: Profile, config: Config, index: str) -> FoundLock | None:
 
 
 def write_lock(lock: Lock, path: Path) -> None:
-    """Write ``lock`` to ``path`` atomically (a concurrent reader sees the old or the new file, never half);
-    raises OperationError when it cannot."""
+    """Write ``lock`` to ``path`` atomically (a concurrent reader sees the old or the new file, never half; a
+    failure leaves neither half a file nor the temporary one); raises OperationError when it cannot."""
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -84,4 +85,6 @@ def write_lock(lock: Lock, path: Path) -> None:
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except OSError as exc:
+        if tmp is not None:  # a full disk leaves no empty temporary file behind
+            Path(tmp).unlink(missing_ok=True)
         raise OperationError(f"{path}: cannot write the lock: {exc.strerror or exc}") from None

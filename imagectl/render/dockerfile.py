@@ -107,21 +107,6 @@ def context_files(spec: ImageSpec, config: Config, env: jinja2.Environment | Non
     return out
 
 
-def write_context(files: Mapping[str, bytes], dest: Path) -> list[Path]:
-    """Write a build context into ``dest`` (created if needed); returns the paths written.  The netrc file
-    of index credentials is readable by its owner only.  Raises OSError."""
-    dest.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, content in sorted(files.items()):
-        path = dest / name
-        if name == NETRC_FILE:
-            path.touch(mode=0o600)
-            path.chmod(0o600)
-        path.write_bytes(content)
-        written.append(path)
-    return written
-
-
 def template_violations(profiles: Sequence[Profile], config: Config) -> list[Violation]:
     """Render the build context of one profile per (framework, flavour); each failure is a violation
     (rule ``template-renders``).  Raises nothing for a broken template: that is what it reports."""

@@ -3,7 +3,8 @@ import re
 
 import pytest
 
-from imagectl.images.context_files import context_files_on_disk, file_digests, place_files
+from imagectl.images.context_files import context_files_on_disk, file_digests
+from imagectl.images.context_write import write_context
 from imagectl.images.build_key import build_key
 from imagectl.errors import InputError
 
@@ -35,7 +36,7 @@ def test_context_files_and_cached_digests(tmp_path):
     os.utime(big, ns=(1, 1))
     assert file_digests(found, cache) != first  # a changed file is hashed again
     dest = tmp_path / "build"
-    place_files(found, dest)
+    write_context({}, found, dest, link=True)
     assert (dest / "files/wheels/a.whl").read_bytes() == b"y" * 1000
 
 

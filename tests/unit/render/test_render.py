@@ -12,7 +12,8 @@ from imagectl.matrix.names import resolve_profile
 from imagectl.images.build_key import build_key
 from imagectl.reference import parse_reference
 from imagectl.render.context import NETRC_FILE
-from imagectl.render.dockerfile import context_files, write_context
+from imagectl.images.context_write import write_context
+from imagectl.render.dockerfile import context_files
 
 GOLDEN = Path(__file__).parent / "golden"
 MIRRORED = Config(mirrors={"docker.io": "mirror.example.com/hub"}, apt_mirror="http://apt.example.com/ubuntu",
@@ -114,7 +115,7 @@ def test_ca_bundle_is_copied_into_context(matrix, tmp_path):
     ca.write_text("-----BEGIN CERTIFICATE-----\n")
     files = files_of(resolve_profile("torch-2.3-cu121", matrix), Config(ca_bundle=ca))
     assert files["ca.pem"] == ca.read_bytes() and b"COPY ca.pem" in files["Dockerfile"]
-    written = write_context(files, tmp_path / "ctx")
+    written = write_context(files, {}, tmp_path / "ctx")
     assert sorted(p.name for p in written) == ["Dockerfile", "ca.pem", "constraints.txt", "imagectl-check.py",
                                                "imagectl-entry.sh", "lock-1-packages.txt", "lock.txt"]
 
@@ -190,7 +191,7 @@ def test_build_key_follows_the_index_without_showing_the_credential(matrix):
 
 def test_netrc_file_is_written_for_its_owner_only(matrix, tmp_path):
     files = files_of(resolve_profile("torch-2.3-cu121", matrix), WITH_CREDENTIALS)
-    write_context(files, tmp_path)
+    write_context(files, {}, tmp_path)
     assert (tmp_path / NETRC_FILE).stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "Dockerfile").stat().st_mode & 0o077 != 0
 
