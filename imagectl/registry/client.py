@@ -37,7 +37,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 import requests
 import urllib3
 
-from ..errors import InputError, RegistryError, ValidationError
+from ..errors import InputError, NotFoundError, RegistryError, ValidationError
 from ..reference import check_tag
 from ..retry import RetryPolicy, loggable_url, send_with_retries
 from .auth import MAX_TOKEN_BYTES, Authenticator, CredentialsLookup, TokenCache, credentials_given, repository_scope
@@ -49,12 +49,14 @@ from .loopback import hostname
 from .manifest import (
     MANIFEST_ACCEPT,
     MANIFEST_TYPES,
+    DigestMismatchError,
     ImageConfig,
     Manifest,
     parse_image_config,
     parse_manifest_json,
     pick_platform,
     sha256_digest,
+    verified_digest,
 )
 
 log = logging.getLogger(__name__)
@@ -311,38 +313,44 @@ class RegistryClient:
             headers={"Accept": MANIFEST_ACCEPT}, max_bytes=MAX_MANIFEST_BYTES,
         )
         raw = response.content
-        manifest = Manifest(_media_type(response, raw), _answered_digest(response, raw), raw)
-        if reference.startswith("sha256:") and sha256_digest(raw) != reference:
-            raise RegistryError(f"registry {self.host}: {what}: answered bytes with digest {sha256_digest(raw)}")
-        return manifest
+        digest = verified_digest(raw, response.headers.get("Docker-Content-Digest"), self.host, what)
+        if reference.startswith("sha256:") and digest != reference:
+            raise DigestMismatchError(f"registry {self.host}: {what}: answered bytes with digest {digest}")
+        return Manifest(_media_type(response, raw), digest, raw)
 
     def head_manifest(self, repository: str, reference: str) -> str | None:
         """The digest of the manifest at ``reference``, or None if there is none (404).
 
-        Raises AuthError if refused, RegistryError for any other failure.
+        For a digest, one HEAD: whether the registry has it.  For a tag, the manifest itself (one GET) and the
+        digest of its bytes: what a tag points to is never taken from a ``Docker-Content-Digest`` header, which
+        a registry or a proxy could misreport.  Raises AuthError if refused, DigestMismatchError when the header
+        and the bytes disagree, RegistryError for any other failure.
         """
+        if not reference.startswith("sha256:"):
+            try:
+                return self.get_manifest(repository, reference).digest
+            except NotFoundError:
+                return None
         what = f"HEAD manifest {_ref(repository, reference)}"
         response = self._request(
             "HEAD", f"/v2/{repository}/manifests/{reference}", _pull(repository), what,
             headers={"Accept": MANIFEST_ACCEPT}, ok=(200, 404),
         )
-        if response.status_code == 404:
-            return None
-        digest = response.headers.get("Docker-Content-Digest")
-        return digest or self.get_manifest(repository, reference).digest
+        return None if response.status_code == 404 else reference
 
     def put_manifest(self, repository: str, reference: str, manifest: Manifest) -> str:
         """Store ``manifest``'s raw bytes under tag or digest ``reference``, as its own media type.
 
-        Returns the digest the registry answered.  Raises AuthError if refused, NotFoundError if a blob
-        or child manifest it refers to is missing (some registries say 400 instead: RegistryError).
+        Returns the digest of the bytes stored.  Raises AuthError if refused, NotFoundError if a blob or child
+        manifest it refers to is missing (some registries say 400 instead: RegistryError), DigestMismatchError
+        if the registry answers another digest than the bytes have.
         """
+        what = f"PUT manifest {_ref(repository, reference)}"
         response = self._request(
-            "PUT", f"/v2/{repository}/manifests/{reference}", _push(repository),
-            f"PUT manifest {_ref(repository, reference)}",
+            "PUT", f"/v2/{repository}/manifests/{reference}", _push(repository), what,
             headers={"Content-Type": manifest.media_type}, data=manifest.raw, ok=(200, 201),
         )
-        return response.headers.get("Docker-Content-Digest") or manifest.digest
+        return verified_digest(manifest.raw, response.headers.get("Docker-Content-Digest"), self.host, what)
 
     def delete_manifest(self, repository: str, digest: str) -> None:
         """Delete the manifest ``digest`` (and so every tag pointing to it).
@@ -423,7 +431,8 @@ class RegistryClient:
             max_bytes=max_bytes,
         ).content
         if digest.startswith("sha256:") and sha256_digest(data) != digest:
-            raise RegistryError(f"registry {self.host}: blob {_ref(repository, digest)} does not match its digest")
+            raise DigestMismatchError(
+                f"registry {self.host}: blob {_ref(repository, digest)} does not match its digest")
         return data
 
     def upload_blob(self, repository: str, data: bytes | Readable, digest: str | None = None) -> str:
@@ -703,10 +712,6 @@ def _media_type(response: requests.Response, raw: bytes) -> str:
     if answered in MANIFEST_TYPES:
         return answered
     return str(parse_manifest_json(raw).get("mediaType") or answered)
-
-
-def _answered_digest(response: requests.Response, raw: bytes) -> str:
-    return response.headers.get("Docker-Content-Digest") or sha256_digest(raw)
 
 
 def _digest_of(data: bytes | Readable) -> str:

@@ -34,9 +34,37 @@ _FOREIGN_LAYERS = (
 )
 
 
+_ALGORITHMS = {"sha256": hashlib.sha256, "sha512": hashlib.sha512}
+
+
+class DigestMismatchError(RegistryError):
+    """A registry (or something between it and us) answered bytes whose digest is not the one it claimed or was
+    asked for (exit 1)."""
+
+
 def sha256_digest(data: bytes) -> str:
     """The ``sha256:<hex>`` digest of ``data``."""
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def verified_digest(raw: bytes, answered: str | None, registry: str, what: str) -> str:
+    """The digest of manifest bytes ``raw``: ``answered`` (the ``Docker-Content-Digest`` header) when the bytes
+    have it (sha256 or sha512), their sha256 digest when nothing was answered.
+
+    Raises DigestMismatchError, naming both digests, when the header names another digest than the bytes have.
+    """
+    computed = sha256_digest(raw)
+    if not answered:
+        return computed
+    algorithm = answered.partition(":")[0]
+    hasher = _ALGORITHMS.get(algorithm)
+    own = f"{algorithm}:{hasher(raw).hexdigest()}" if hasher else computed
+    if own != answered:
+        raise DigestMismatchError(
+            f"registry {registry}: {what}: the answer says Docker-Content-Digest {answered[:140]}, but its bytes have "
+            f"digest {own}; refusing what the registry (or a proxy in between) misreports"
+        )
+    return answered
 
 
 @dataclass(frozen=True)
@@ -78,6 +106,20 @@ class Manifest:
     def is_index(self) -> bool:
         """True for an OCI image index or a Docker manifest list."""
         return self.media_type in INDEX_TYPES
+
+    def artifact_kind(self) -> str | None:
+        """None for an image (an image manifest whose config is an image config, or an index); for anything else
+        (an artifact such as imagectl's move records, a signature, a chart) what it is: its ``artifactType``, else
+        its config's media type.  Raises RegistryError if the bytes are not a manifest."""
+        data = self.json()
+        artifact = data.get("artifactType")
+        if isinstance(artifact, str) and artifact:
+            return artifact
+        if self.is_index:
+            return None
+        config = self.config()
+        kind = config.media_type if config else ""
+        return None if kind in (OCI_CONFIG, DOCKER_CONFIG) else (kind or "a manifest without a config type")
 
     def json(self) -> dict[str, Any]:
         """The parsed manifest; raises RegistryError if the bytes are not a JSON object."""

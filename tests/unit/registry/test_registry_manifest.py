@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -9,6 +10,8 @@ import pytest
 
 from imagectl.errors import RegistryError
 from imagectl.registry.manifest import (
+    DOCKER_CONFIG,
+    DOCKER_MANIFEST,
     DOCKER_MANIFEST_LIST,
     MANIFEST_ACCEPT,
     MANIFEST_TYPES,
@@ -17,11 +20,13 @@ from imagectl.registry.manifest import (
     OCI_LAYER_GZIP,
     OCI_MANIFEST,
     Descriptor,
+    DigestMismatchError,
     Manifest,
     parse_image_config,
     parse_timestamp,
     pick_platform,
     sha256_digest,
+    verified_digest,
 )
 
 CONFIG = "sha256:" + "c" * 64
@@ -126,3 +131,36 @@ def test_image_config_without_labels_or_created() -> None:
 )
 def test_rfc3339_timestamps(text: str | None, expected: datetime | None) -> None:
     assert parse_timestamp(text) == expected
+
+
+# ---- issue 24, item 4: what a registry says about a manifest is checked against its bytes
+
+def test_the_digest_of_manifest_bytes_is_checked_against_what_the_registry_answered() -> None:
+    raw = _image()
+    assert verified_digest(raw, None, "reg", "GET manifest a:v1") == sha256_digest(raw)
+    assert verified_digest(raw, sha256_digest(raw), "reg", "GET manifest a:v1") == sha256_digest(raw)
+    sha512 = "sha512:" + hashlib.sha512(raw).hexdigest()
+    assert verified_digest(raw, sha512, "reg", "GET manifest a:v1") == sha512
+    lie = sha256_digest(b"another image")
+    for answered in (lie, "sha512:" + "0" * 128, "md5:abc"):
+        with pytest.raises(DigestMismatchError) as caught:
+            verified_digest(raw, answered, "reg", "GET manifest a:v1")
+        assert str(caught.value).startswith(f"registry reg: GET manifest a:v1: the answer says Docker-Content-Digest "
+                                            f"{answered}, but its bytes have digest ")
+        assert isinstance(caught.value, RegistryError)
+
+
+def test_images_and_indexes_are_images_and_artifacts_say_what_they_are() -> None:
+    docker = json.dumps({"schemaVersion": 2, "mediaType": DOCKER_MANIFEST,
+                         "config": {"mediaType": DOCKER_CONFIG, "digest": CONFIG, "size": 1}, "layers": []}).encode()
+    index = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []}).encode()
+    assert Manifest.from_bytes(_image()).artifact_kind() is None
+    assert Manifest.from_bytes(docker).artifact_kind() is None and Manifest.from_bytes(index).artifact_kind() is None
+    record = _image(artifactType="application/vnd.imagectl.move.v1+json")
+    assert Manifest.from_bytes(record).artifact_kind() == "application/vnd.imagectl.move.v1+json"
+    chart = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": [], "config": {
+        "mediaType": "application/vnd.cncf.helm.config.v1+json", "digest": CONFIG, "size": 1}}).encode()
+    assert Manifest.from_bytes(chart).artifact_kind() == "application/vnd.cncf.helm.config.v1+json"
+    signed = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "artifactType": "application/x.sig",
+                         "manifests": []}).encode()
+    assert Manifest.from_bytes(signed).artifact_kind() == "application/x.sig"
