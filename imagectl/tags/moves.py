@@ -34,11 +34,22 @@ choices.  Reserved names (``imagectl-*``, :func:`.naming.check_source`) are refu
 ``--from`` and as channels (:func:`.naming.check_channel`).  A move onto the image the tag already points to
 changes nothing and is not logged.
 
-Races: the target's GET right before the PUT fails when a concurrent prune deleted it (OperationError, the
-tag stays where it was); after the PUT the tag is read back, and if a concurrent manifest delete took it
-down it is put back from the manifest bytes just written (the layers stay until garbage collection).  Two
-concurrent moves both land on valid images; the last PUT wins and both are logged (each move is its own
-record, :mod:`.store`).
+Races: registries have no compare-and-swap on tags, so a move reads, verifies, writes and verifies
+(:func:`guarded_move`):
+
+1. it notes what the log holds of the tag (one tag listing), then reads the tag again right before the PUT:
+   if it no longer points where the plan started from, another writer moved it, and the move stops with an
+   OperationError naming the image (and the writer, when the log tells) before anything is written;
+2. the target's GET right before the PUT fails when a concurrent prune deleted it (OperationError, the tag
+   stays where it was) or when it is no image (a move record, a signature: NotAnImageError);
+3. after the PUT the tag is read back, and if a concurrent manifest delete took it down it is put back from the
+   manifest bytes just written (the layers stay until garbage collection);
+4. then the log is read again: a move of the tag logged meanwhile from the same starting point means two
+   writers moved it at once (a PUT held up in the network lands after another writer's whole move).  The one
+   that finds the other's record loses: it puts the tag back where the other left it, logs nothing and fails
+   with an OperationError naming the other; the other's move and record stand.  Only two moves whose PUTs
+   both land before either reads the log again are both logged; the one whose PUT landed first then says, in
+   its note, that the tag moved on.
 """
 
 from __future__ import annotations
@@ -229,12 +240,17 @@ def guarded_move(  # noqa: PLR0913 - the facts of one move; build, import, the t
         return MoveResult(tag, current, target, target_tag, changed=False)
     if current_tag is None and current is not None:
         current_tag = _current_name(store, tag, current)
+    position = store.log_position(tag)
+    _still_at(store, tag, current, action)
     try:
         store.point(tag, target)
     except NotFoundError:
         raise OperationError(f"{target_tag or 'image'} ({short_digest(target)}) no longer exists"
                              f" (deleted by a concurrent prune?); {tag} stays on {short_digest(current)}") from None
     note = _read_back(store, tag, target)
+    rival = _rival(store.moves_since(tag, position), current)
+    if rival is not None:
+        raise _lost_race(store, tag, target, rival, action)
     move = Move(tag=tag, to=target, previous=current, action=action, when=now(), by=who(), to_tag=target_tag,
                 from_tag=current_tag)
     try:
@@ -249,6 +265,57 @@ def _current_name(store: TagStore, tag: str, current: str) -> str | None:
     try:
         return position_name(store.last_move(tag), current)
     except ImagectlError:  # only a name for the log entry: the move itself must not fail for it
+        return None
+
+
+def _still_at(store: TagStore, tag: str, current: str | None, action: MoveAction) -> None:
+    """Raise OperationError, naming the image (and its writer when the log tells), when ``tag`` no longer points
+    to ``current``, where the move's plan started from (step 1 of the races in the module docstring)."""
+    now_at = store.digest(tag)
+    if now_at == current:
+        return
+    last = _last_move_quietly(store, tag)
+    by = f" by {_describe(last)}" if last is not None and last.to == now_at else ""
+    where = f"to {short_digest(now_at)}" if now_at else "away (it is gone)"
+    raise OperationError(f"{store.repository.familiar}:{tag} was moved from {short_digest(current)} {where}{by} "
+                         f"since this {action} read it; nothing changed: look at imagectl history, then run it again")
+
+
+def _rival(moves: Sequence[Move], current: str | None) -> Move | None:
+    """The newest of ``moves`` (logged by others during this move) that moved the tag away from ``current`` too:
+    another writer's move from the same starting point, whose PUT met this one's (pure)."""
+    return next((m for m in reversed(moves) if m.previous == current and m.to != current), None)
+
+
+def _lost_race(store: TagStore, tag: str, target: str, rival: Move, action: MoveAction) -> OperationError:
+    """Undo this move's PUT for ``rival``'s (step 4 of the races): put ``tag`` back where ``rival`` left it when
+    this PUT overwrote it; the error to fail with, naming the rival."""
+    done = f"{tag} stays on {_named(rival.to, rival.to_tag)}, where it left it"
+    if rival.to != target:
+        try:
+            if store.digest(tag) == target:
+                store.point(tag, rival.to)
+                done = f"{tag} is put back on {_named(rival.to, rival.to_tag)}, where it left it"
+        except ImagectlError as exc:
+            done = f"{tag} could not be put back on {_named(rival.to, rival.to_tag)} ({exc})"
+    return OperationError(
+        f"{store.repository.familiar}:{tag}: {_describe(rival)} moved it from {short_digest(rival.previous)} to "
+        f"{_named(rival.to, rival.to_tag)} while this {action} was under way; {done}, and this {action} is not "
+        "logged: look at imagectl history, then run it again if it is still wanted")
+
+
+def _describe(move: Move) -> str:
+    return f"{move.by} ({move.action} at {move.when})"
+
+
+def _named(digest: str, tag: str | None) -> str:
+    return f"{tag} ({short_digest(digest)})" if tag else short_digest(digest)
+
+
+def _last_move_quietly(store: TagStore, tag: str) -> Move | None:
+    try:
+        return store.last_move(tag)
+    except ImagectlError:  # only to name a writer in a message
         return None
 
 

@@ -70,14 +70,14 @@ import socket
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Protocol
 
 from ..engine import Engine
 from ..errors import AuthError, NotFoundError, OperationError, RegistryError
 from ..reference import Reference
-from .naming import RESERVED_PREFIX, is_immutable, is_reserved, tags_with_key
+from .naming import RESERVED_PREFIX, is_immutable, is_reserved, short_digest, tags_with_key
 
 if TYPE_CHECKING:  # the registry package loads requests: only a registry store needs it (see RegistryTagStore.record)
     from ..registry.manifest import ImageConfig, Manifest
@@ -93,12 +93,18 @@ MOVES_READ = 500  # the newest records moves() and last_move() read
 MOVES_KEEP = 2000  # records older than the newest MOVES_KEEP are deleted by record(), a few at a time
 TRIM_PER_RECORD = 10
 _MAX_TAG = 128
-_RECORD_RE = re.compile(r"^imagectl-move-[0-9]{8}T[0-9]{12}Z-[0-9a-f]{12}-(?P<key>[A-Za-z0-9_.-]+)$")
+_RECORD_RE = re.compile(r"^imagectl-move-(?P<time>[0-9]{8}T[0-9]{12})Z-[0-9a-f]{12}-(?P<key>[A-Za-z0-9_.-]+)$")
+_RECORD_TIME = "%Y%m%dT%H%M%S%f"
+_TICK = timedelta(microseconds=1)
 _KEY_ROOM = _MAX_TAG - len("imagectl-move-20240101T000000000000Z-000000000000-")
 _EMPTY_CONFIG = b"{}"
 _EMPTY_CONFIG_DIGEST = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
 _OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
+
+LogPosition = frozenset[str]
+"""What the move log held of one tag at some moment: the ids of its entries (record tags in a registry), so
+:meth:`TagStore.moves_since` can tell which moves were logged after it (by other writers)."""
 
 MoveAction = Literal["build", "rollback", "promote", "import"]
 """What moved a tag: the four actions imagectl logs.  A Literal, not an Enum: a log written by a newer imagectl
@@ -147,6 +153,8 @@ class TagStore(Protocol):
     def created(self, target: str) -> str: ...
     def moves(self) -> list[Move]: ...
     def last_move(self, tag: str) -> Move | None: ...
+    def log_position(self, tag: str) -> LogPosition: ...
+    def moves_since(self, tag: str, position: LogPosition) -> list[Move]: ...
     def record(self, move: Move) -> None: ...
     def tag_with_key(self, key: str) -> str | None: ...
 
@@ -185,6 +193,28 @@ def key_of_record(name: str) -> str | None:
     """The :func:`record_key` a record tag ``name`` carries, or None for a name :func:`record_tag` did not make."""
     match = _RECORD_RE.fullmatch(name)
     return match["key"] if match else None
+
+
+def time_of_record(name: str) -> datetime | None:
+    """The time a record tag ``name`` carries (UTC), or None for a name :func:`record_tag` did not make."""
+    match = _RECORD_RE.fullmatch(name)
+    if not match:
+        return None
+    try:
+        return datetime.strptime(match["time"], _RECORD_TIME).replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+def record_time(now: datetime, names: Sequence[str]) -> datetime:
+    """The time to name a new record by: ``now``, or one microsecond after the newest of the record tags ``names``
+    when that is not earlier (pure).
+
+    So a record always sorts after every record its writer has seen, whatever the clocks: one written by a machine
+    whose clock ran a year ahead is followed, not preceded, by the moves made after it (a logical clock).
+    """
+    newest = max(filter(None, map(time_of_record, names)), default=None)
+    return now if newest is None or now > newest else newest + _TICK
 
 
 def record_body(move: Move, name: str) -> bytes:
@@ -258,6 +288,15 @@ def parse_moves(text: object, where: str) -> tuple[list[Move], list[str]]:
     return moves, ([f"{where}: {bad} of {len(items)} move entries unreadable; ignored"] if bad else [])
 
 
+def _entry_id(move: Move) -> str:
+    """How a local log entry is told from another: all it says."""
+    return json.dumps(asdict(move), sort_keys=True)
+
+
+class NotAnImageError(OperationError):
+    """A tag was to be pointed at a manifest that is no image (exit 1)."""
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -275,14 +314,17 @@ def _annotations(manifest: Manifest) -> Mapping[str, Any]:
 class RegistryTagStore:
     """Tags of one repository in a registry, through :class:`imagectl.registry.RegistryClient`."""
 
-    def __init__(self, client: TagRegistry, repository: Reference) -> None:
+    def __init__(self, client: TagRegistry, repository: Reference,
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
         self.client = client
         self.repository = repository
         self.problems: list[str] = []
         self._path = repository.path
+        self._clock = clock
         self._configs: dict[str, ImageConfig] = {}
         self._manifests: dict[str, Manifest] = {}  # digest -> Manifest read for point() or kept before a delete
         self._records: list[str] = []  # the record tags the last listing showed, oldest first
+        self._written: set[str] = set()  # the record tags this store wrote
 
     def tags(self) -> list[str]:
         """Every tag but imagectl's own records; [] for a repository that does not exist yet."""
@@ -305,9 +347,11 @@ class RegistryTagStore:
     def point(self, tag: str, target: str) -> None:
         """Move ``tag`` to manifest ``target``: one GET and one PUT of the manifest, no blob moves.
 
-        The GET is also the last check that ``target`` still exists.  When it is gone but this store read or
-        deleted it earlier, the kept bytes are put back instead (the repair of a tag a concurrent manifest
-        delete took down).  Raises NotFoundError if ``target`` is gone and unknown, RegistryError otherwise.
+        The GET is also the last check that ``target`` still exists, and is an image.  When it is gone but this
+        store read or deleted it earlier, the kept bytes are put back instead (the repair of a tag a concurrent
+        manifest delete took down).  Raises NotFoundError if ``target`` is gone and unknown, NotAnImageError if it
+        is an artifact (a move record, a signature: :meth:`~imagectl.registry.manifest.Manifest.artifact_kind`),
+        RegistryError otherwise.
         """
         try:
             manifest = self.client.get_manifest(self._path, target)
@@ -315,6 +359,10 @@ class RegistryTagStore:
             if target not in self._manifests:
                 raise
             manifest = self._manifests[target]
+        kind = manifest.artifact_kind()
+        if kind is not None:
+            raise NotAnImageError(f"{self.repository.familiar}: {short_digest(target)} is not an image ({kind[:100]}); "
+                                  f"refusing to point {tag} at it")
         self._manifests[target] = manifest
         self.client.put_manifest(self._path, tag, manifest)
 
@@ -393,12 +441,30 @@ class RegistryTagStore:
                     return move
         return last_real_move(self._legacy_moves(), tag) if legacy else None
 
+    def log_position(self, tag: str) -> LogPosition:
+        """The records of ``tag`` the log holds now (one tag listing)."""
+        names, _ = self._log_tags()
+        return frozenset(self._records_of(tag, names))
+
+    def moves_since(self, tag: str, position: LogPosition) -> list[Move]:
+        """The moves of ``tag`` other writers logged since ``position``, oldest first: one tag listing and one GET
+        per new record of ``tag`` (usually none).  Raises RegistryError when the registry cannot be read."""
+        names, _ = self._log_tags()
+        new = [n for n in self._records_of(tag, names) if n not in position and n not in self._written]
+        return [m for m in map(self._read_record, new) if m is not None and m.tag == tag]
+
+    @staticmethod
+    def _records_of(tag: str, names: Sequence[str]) -> list[str]:
+        key = record_key(tag)
+        return [n for n in names if key_of_record(n) in (key, None)]
+
     def record(self, move: Move) -> None:
         """Add ``move`` to the log as a record of its own (see the module docstring), then delete a few records
-        beyond the newest MOVES_KEEP.  Raises RegistryError (AuthError) when the record cannot be written."""
+        beyond the newest MOVES_KEEP.  The record is named after every record the store's last listing showed
+        (:func:`record_time`).  Raises RegistryError (AuthError) when the record cannot be written."""
         from ..registry.manifest import Manifest  # here: the registry package loads requests (see the top)
 
-        name = record_tag(move.tag, datetime.now(timezone.utc), secrets.token_hex(6))
+        name = record_tag(move.tag, record_time(self._clock(), self._records), secrets.token_hex(6))
         manifest = Manifest.from_bytes(record_body(move, name), _OCI_MANIFEST)
         try:
             self.client.put_manifest(self._path, name, manifest)
@@ -407,7 +473,9 @@ class RegistryTagStore:
         except RegistryError:  # most likely the empty config blob is not in this repository yet
             self.client.upload_blob(self._path, _EMPTY_CONFIG, _EMPTY_CONFIG_DIGEST)
             self.client.put_manifest(self._path, name, manifest)
+        self._written.add(name)
         self._trim()
+        self._records.append(name)
 
     def _log_tags(self) -> tuple[list[str], bool]:
         """(the record tags, oldest first; whether ``imagectl-history`` exists): one tag listing."""
@@ -484,6 +552,7 @@ class EngineTagStore:
             Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "imagectl" / "history"
         )
         self._log = base / (self._name.replace("/", "_").replace(":", "_") + ".json")
+        self._written: set[str] = set()
 
     def tags(self) -> list[str]:
         """Every local tag of the repository but reserved ones."""
@@ -526,6 +595,15 @@ class EngineTagStore:
         """The newest logged move that took ``tag`` somewhere else, or None."""
         return last_real_move(with_from_tags(self.moves()), tag)
 
+    def log_position(self, tag: str) -> LogPosition:
+        """The logged moves of ``tag`` now (read from the local log)."""
+        return frozenset(_entry_id(m) for m in self.moves() if m.tag == tag)
+
+    def moves_since(self, tag: str, position: LogPosition) -> list[Move]:
+        """The moves of ``tag`` logged since ``position`` (by other processes), oldest first."""
+        return [m for m in self.moves() if m.tag == tag and _entry_id(m) not in position
+                and _entry_id(m) not in self._written]
+
     def _read(self) -> tuple[list[Move], str | None]:
         """(the logged moves, the file's text when some of it could not be read)."""
         if not self._log.is_file():
@@ -558,6 +636,7 @@ class EngineTagStore:
                 tmp = self._log.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
                 tmp.write_text(json.dumps([asdict(m) for m in moves], indent=1, sort_keys=True), encoding="utf-8")
                 tmp.replace(self._log)
+            self._written.add(_entry_id(move))
         except OSError as exc:
             raise OperationError(f"cannot write the move log {self._log}: {exc.strerror or exc}") from None
 

@@ -25,13 +25,14 @@ from typing import Any
 
 import pytest
 
-from imagectl.errors import ImagectlError
+from imagectl.errors import ImagectlError, OperationError
 from imagectl.reference import parse_reference
 from imagectl.registry import RegistryClient
 from imagectl.tags.moves import MoveResult, guarded_move, promote, rollback
 from imagectl.tags.naming import is_immutable, is_reserved
 from imagectl.tags.prune import execute_prune, plan_for_store
 from imagectl.tags.store import RegistryTagStore
+from tests.integration.support.proxy import TamperingProxy
 from tests.integration.support.registry import make_sample_image, push_sample_image
 from tests.integration.test_tags import LABELS, PROFILE, seed, tag_of
 
@@ -41,7 +42,8 @@ ROUNDS = 20
 ACTIONS = ("rollback", "promote", "build", "reuse", "prune", "rollback", "promote")
 TIME_LIMIT_S = 60
 # a move may lose to the other process (its target pruned first, or nothing left to go back to): it must say so
-LOST_RACE = ("no longer exists", "no earlier immutable image", "does not exist yet", "has no such tag")
+LOST_RACE = ("no longer exists", "no earlier immutable image", "does not exist yet", "has no such tag",
+             "since this", "was under way")  # another writer moved the tag under it (imagectl.tags.moves)
 
 
 def built_tag(worker: int, n: int) -> str:
@@ -173,3 +175,38 @@ def test_two_processes_racing_lose_no_move_and_no_image(registry):
     assert [p for p in pointers if whole_image(client, repo, p) is None] == []
     assert pruned, "no prune deleted anything: the race did not happen"
     assert seconds < TIME_LIMIT_S
+
+
+def test_a_rollback_whose_put_is_held_up_does_not_overwrite_one_that_finished_meanwhile(registry):
+    """Issue 24, item 4: a proxy held a rollback's tag PUT for 4 s; it overwrote a concurrent rollback that had
+    finished in between, both exited 0, and both records said FROM the same image."""
+    repo = f"held/{PROFILE}"
+    client = RegistryClient(registry.host, insecure=True)
+    seeded = seed(client, repo)
+    proxy = TamperingProxy(registry.url)
+    held = proxy.hold("PUT", f"/v2/{repo}/manifests/latest")
+    outcome: list[object] = []
+    slow = threading.Thread(target=lambda: outcome.append(_attempt(lambda: rollback(_store(proxy.host, repo)))))
+    try:
+        slow.start()
+        assert held.reached.wait(30), "the slow rollback's PUT never reached the proxy"
+        fast = rollback(_store(registry.host, repo))
+        assert fast.changed and (fast.previous, fast.target) == (seeded[4], seeded[3])
+        held.release()
+        slow.join(30)
+    finally:
+        held.release()
+        proxy.stop()
+    (error,) = outcome
+    assert isinstance(error, OperationError) and error.exit_code == 1, error
+    assert "while this rollback was under way" in str(error) and "(rollback at" in str(error)
+    assert client.head_manifest(repo, "latest") == seeded[3]  # where the rollback that said so left it
+    rollbacks = [m for m in _store(registry.host, repo).moves() if m.action == "rollback"]
+    assert [(m.previous, m.to) for m in rollbacks] == [(seeded[4], seeded[3])]  # one record, not two
+
+
+def _attempt(call: Any) -> object:
+    try:
+        return call()
+    except ImagectlError as exc:
+        return exc

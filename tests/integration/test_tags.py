@@ -23,14 +23,23 @@ import requests
 
 from imagectl.errors import InputError, OperationError
 from imagectl.reference import parse_reference
-from imagectl.registry import Credentials, RegistryClient
+from imagectl.registry import Credentials, DigestMismatchError, RegistryClient
 from imagectl.tags.history import read_listing
 from imagectl.tags.moves import promote, rollback
 from imagectl.tags.prune import execute_prune, plan_prune
 from imagectl.tags.moves import guarded_move
 from imagectl.registry.manifest import OCI_MANIFEST, Manifest
-from imagectl.tags.store import HISTORY_ANNOTATION, HISTORY_TAG, MOVE_PREFIX, RegistryTagStore
+from imagectl.tags.store import (
+    HISTORY_ANNOTATION,
+    HISTORY_TAG,
+    MOVE_PREFIX,
+    Move,
+    RegistryTagStore,
+    record_body,
+    record_tag,
+)
 from tests.integration.conftest import login
+from tests.integration.support.proxy import TamperingProxy
 from tests.integration.support.registry import make_sample_image, push_sample_image
 
 pytestmark = pytest.mark.integration
@@ -321,6 +330,74 @@ def test_an_old_single_manifest_log_is_still_read(run_cli, tmp_path, registry):
         ("rollback", False), ("rollback", True), ("build", True), ("build", True), ("build", True)
     ]
     assert moves[0]["from_tag"] == tag_of(1) and client.head_manifest(repo, HISTORY_TAG) == legacy  # never rewritten
+
+
+# --------------------------------------------------------------------------------------------- issue 24, item 4
+
+
+def put_skewed_move(client: RegistryClient, repo: str, move: Move, ahead: timedelta) -> str:
+    """The record a machine whose clock runs ``ahead`` writes for ``move`` (named by its clock, as every imagectl
+    names records), after moving the tag."""
+    store = RegistryTagStore(client, parse_reference(f"{client.host}/{repo}"))
+    store.point(move.tag, move.to)
+    name = record_tag(move.tag, datetime.now(timezone.utc) + ahead, "0123456789ab")
+    client.put_manifest(repo, name, Manifest.from_bytes(record_body(move, name), OCI_MANIFEST))
+    return name
+
+
+def test_a_record_from_a_clock_a_year_ahead_does_not_stay_last(run_cli, tmp_path, registry):
+    """Before: after rollbacks I1 -> I2 -> I3 following such a record, a plain rollback went to I1, not I2."""
+    repo = f"skew/{PROFILE}"
+    client = RegistryClient(registry.host, insecure=True)
+    digests = seed(client, repo, days=(1, 2, 3))
+    skewed = Move("latest", digests[1], digests[3], "rollback", "2025-01-01T00:00:00+00:00", "ahead@host",
+                  tag_of(1), tag_of(3))
+    put_skewed_move(client, repo, skewed, timedelta(days=365))
+    config(tmp_path, registry.host, "skew")
+    for day in (2, 3):
+        assert run_cli("rollback", PROFILE, "--to", tag_of(day)).code == 0
+    back = run_cli("rollback", PROFILE)
+    assert back.code == 0, back.err
+    assert f"-> {tag_of(2)}" in back.out and skopeo_digest(registry.host, repo, "latest") == digests[2]
+    moves = json.loads(run_cli("history", PROFILE, "--moves", "--json").out)
+    assert [m["to_tag"] for m in moves[:4]] == [tag_of(2), tag_of(3), tag_of(2), tag_of(1)]  # the order they happened
+
+
+def test_promote_refuses_a_channel_that_points_at_no_image(run_cli, tmp_path, registry):
+    """Before: a channel pointing at a move record made ``canary`` a non-image too."""
+    repo = f"nonimage/{PROFILE}"
+    client = RegistryClient(registry.host, insecure=True)
+    seed(client, repo, days=(1, 2))
+    record = next(t for t in client.list_tags(repo) if t.startswith(MOVE_PREFIX))
+    RegistryTagStore(client, parse_reference(f"{registry.host}/{repo}")).point("canary", tag_of(1))
+    client.put_manifest(repo, "odd", client.get_manifest(repo, record))  # a channel on a move record
+    config(tmp_path, registry.host, "nonimage")
+    refused = run_cli("promote", PROFILE, "--channel", "canary", "--from", "odd")
+    assert refused.code == 1 and len(refused.err.strip().splitlines()) == 1, refused.err
+    assert "is not an image (application/vnd.imagectl.move.v1+json); refusing to point canary at it" in refused.err
+    assert skopeo_digest(registry.host, repo, "canary") == client.head_manifest(repo, tag_of(1))
+
+
+def test_digests_a_proxy_misreports_are_refused(run_cli, tmp_path, registry):
+    """Before: through a proxy answering one Docker-Content-Digest for every manifest, history showed every tag as
+    one image and promote moved stable to the oldest image."""
+    repo = f"lying/{PROFILE}"
+    client = RegistryClient(registry.host, insecure=True)
+    digests = seed(client, repo, days=(1, 2, 3))
+    RegistryTagStore(client, parse_reference(f"{registry.host}/{repo}")).point("stable", digests[2])
+    proxy = TamperingProxy(registry.url)
+    proxy.rewrite(f"/v2/{repo}/manifests/", "Docker-Content-Digest", lambda value: digests[1])
+    try:
+        config(tmp_path, proxy.host, "lying")
+        for argv in (("history", PROFILE), ("promote", PROFILE, "--channel", "stable", "--from", "latest")):
+            refused = run_cli(*argv)
+            assert refused.code == 1 and len(refused.err.strip().splitlines()) == 1, (argv, refused.err)
+            assert f"Docker-Content-Digest {digests[1]}, but its bytes have digest sha256:" in refused.err
+        with pytest.raises(DigestMismatchError):
+            RegistryClient(proxy.host, insecure=True).get_manifest(repo, tag_of(3))
+    finally:
+        proxy.stop()
+    assert skopeo_digest(registry.host, repo, "stable") == digests[2]
 
 
 def test_rollback_keeps_this_machines_local_latest_in_step(run_cli, tmp_path, registry, docker_client):

@@ -27,6 +27,7 @@ class FakeStore:
         self.calls: list[tuple[str, ...]] = []
         self.hooks: dict[str, Callable[..., None]] = {}
         self.problems: list[str] = []  # what reading the log skipped, as the real stores report it
+        self.written: set[int] = set()  # the log entries this store recorded itself
 
     # -- setup helpers
     def add(self, tag: str, digest: str) -> None:
@@ -92,8 +93,19 @@ class FakeStore:
         self._hook("last_move", tag)
         return last_real_move(with_from_tags(self.log), tag)
 
+    def log_position(self, tag: str) -> frozenset[str]:
+        self._hook("log_position", tag)
+        return frozenset(str(i) for i, m in enumerate(self.log) if m.tag == tag)
+
+    def moves_since(self, tag: str, position: frozenset[str]) -> list[Move]:
+        """As the real stores: moves of ``tag`` logged after ``position`` by others (not by this store)."""
+        self._hook("moves_since", tag)
+        return [m for i, m in enumerate(self.log)
+                if m.tag == tag and str(i) not in position and i not in self.written]
+
     def record(self, move: Move) -> None:
         self._hook("record", move.tag)
+        self.written.add(len(self.log))
         self.log.append(move)
 
 

@@ -245,8 +245,8 @@ def test_the_usual_rollback_reads_no_tag_listing():
     store.calls.clear()
     rollback(store)
     assert ("tags",) not in store.calls
-    assert [c for c in store.calls if c[0] == "digest"] == [
-        ("digest", "latest"), ("digest", tag_on(2)), ("digest", "latest")
+    assert [c for c in store.calls if c[0] == "digest"] == [  # plan, target, re-read before the PUT, read back
+        ("digest", "latest"), ("digest", tag_on(2)), ("digest", "latest"), ("digest", "latest")
     ]
     store.calls.clear()
     rollback(store, to=tag_on(1))
@@ -262,3 +262,55 @@ def test_a_log_naming_a_retagged_previous_image_falls_back_to_the_listing():
     store.add(tag_on(9, 2), digest_of(2))  # the day-2 image now only has another immutable tag
     result = rollback(store)
     assert result.target == digest_of(2) and result.target_tag == tag_on(9, 2)
+
+
+# ---- read, verify, write, verify (issue 24, item 4); through a real registry and a delaying proxy: test_races.py
+
+def other_writer(store: FakeStore, to: int, read: int | None = None) -> None:
+    """Another process's whole rollback of latest onto image ``to``, from image ``read`` (where it read latest;
+    default: where latest is now): its PUT, then its record."""
+    previous = digest_of(read) if read else store.tag_map.get("latest")
+    store.tag_map["latest"] = digest_of(to)
+    store.log.append(move("latest", digest_of(to), previous, "rollback", to_tag=tag_on(to)))
+
+
+def test_a_tag_moved_since_the_plan_read_it_stops_the_move_before_anything_is_written():
+    store = three_builds()
+    store.hooks["log_position"] = lambda tag: other_writer(store, 1)  # between the plan and the PUT
+    with pytest.raises(OperationError) as caught:
+        rollback(store)
+    message = str(caught.value)
+    assert f"latest was moved from {digest_of(3)[:19]} to {digest_of(1)[:19]} by test@host (rollback" in message
+    assert "nothing changed" in message and ("point", "latest", digest_of(2)) not in store.calls
+    assert store.tag_map["latest"] == digest_of(1) and len(store.log) == 4  # only the other writer's move
+
+
+def test_a_move_whose_put_lands_after_another_writers_whole_move_puts_the_tag_back_and_fails():
+    """The lost update: a PUT held up in the network overwrote a concurrent rollback that finished meanwhile,
+    both exited 0, and both records said FROM the same image."""
+    store = three_builds()
+    store.hooks["point"] = lambda tag, target: other_writer(store, 1)  # it finished before this PUT landed
+    with pytest.raises(OperationError) as caught:
+        rollback(store)
+    message = str(caught.value)
+    assert "latest: test@host (rollback at" in message and f"to {tag_on(1)} ({digest_of(1)[:19]})" in message
+    assert "put back on" in message and "this rollback is not logged" in message
+    assert store.tag_map["latest"] == digest_of(1)  # where the other writer left it, as it reported
+    assert [m.previous for m in store.log[3:]] == [digest_of(3)]  # one move from day 3, not two
+
+
+def test_a_move_overtaken_by_a_concurrent_move_from_the_same_image_fails_and_leaves_the_tag():
+    store = three_builds()
+    store.hooks["moves_since"] = lambda tag: other_writer(store, 1, read=3)  # read day 3 too; its PUT came later
+    with pytest.raises(OperationError, match="latest stays on"):
+        rollback(store)
+    assert store.tag_map["latest"] == digest_of(1) and len(store.log) == 4
+
+
+def test_a_later_move_from_where_this_one_left_the_tag_is_no_rival():
+    store = three_builds()
+
+    store.hooks["moves_since"] = lambda tag: other_writer(store, 1)  # it read latest after this PUT: on day 2
+    result = rollback(store)
+    assert result.changed and result.target == digest_of(2)
+    assert [(m.previous, m.to) for m in store.log[3:]] == [(digest_of(2), digest_of(1)), (digest_of(3), digest_of(2))]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -20,11 +20,13 @@ from imagectl.tags.store import (
     MOVE_PREFIX,
     EngineTagStore,
     Move,
+    NotAnImageError,
     RegistryTagStore,
     key_of_record,
     parse_moves,
     record_key,
     record_tag,
+    record_time,
 )
 
 EMPTY_CONFIG = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
@@ -41,7 +43,8 @@ class FakeClient:
         self.hooks: dict[str, object] = {}  # name -> callable run once before that call (to stage races)
 
     def put_image(self, tag: str, n: int) -> str:
-        raw = b'{"schemaVersion":2,"n":%d,"config":{"digest":"sha256:%s","size":1},"layers":[]}' % (n, b"0" * 64)
+        raw = (b'{"schemaVersion":2,"n":%d,"config":{"mediaType":"application/vnd.oci.image.config.v1+json",'
+               b'"digest":"sha256:%s","size":1},"layers":[]}' % (n, b"0" * 64))
         manifest = Manifest.from_bytes(raw, OCI_MANIFEST)
         self.manifests[manifest.digest] = manifest
         self.tags[tag] = manifest.digest
@@ -330,3 +333,52 @@ def test_a_half_done_manifest_delete_is_made_whole(registry_store):
     assert failures == [digest]
     assert "v1" not in client.tags and digest not in client.manifests  # put back, then deleted properly
     assert ("PUT", digest) in client.calls
+
+
+# ---- issue 24, item 4: clocks, non-images; the whole flows against a real registry are in test_tags.py
+
+AHEAD = timedelta(days=365)
+
+
+def test_a_record_sorts_after_every_record_its_writer_saw_whatever_the_clocks():
+    now = datetime(2024, 6, 1, tzinfo=timezone.utc)
+    future = record_tag("latest", now + AHEAD, "a" * 12)
+    assert record_time(now, []) == now and record_time(now, ["imagectl-move-odd"]) == now
+    assert record_time(now, [future]) == now + AHEAD + timedelta(microseconds=1)
+    assert record_time(now + 2 * AHEAD, [future]) == now + 2 * AHEAD
+
+
+def test_moves_after_a_record_from_a_clock_a_year_ahead_are_last(registry_store):
+    client, store = registry_store
+    client.blobs.add(EMPTY_CONFIG)
+    RegistryTagStore(client, store.repository, clock=lambda: datetime.now(timezone.utc) + AHEAD).record(a_move(1))
+    store.log_position("latest")  # the listing every move makes before it writes
+    store.record(a_move(2, previous=1))
+    store.log_position("latest")
+    store.record(a_move(3, previous=2))
+    assert [m.to for m in RegistryTagStore(client, store.repository).moves()] == [a_move(n).to for n in (1, 2, 3)]
+    assert RegistryTagStore(client, store.repository).last_move("latest") == a_move(3, previous=2)
+
+
+def test_moves_since_a_position_are_other_writers_moves_of_that_tag(registry_store):
+    client, store = registry_store
+    client.blobs.add(EMPTY_CONFIG)
+    store.record(a_move(1))
+    position = store.log_position("latest")
+    other = RegistryTagStore(client, store.repository)
+    other.record(a_move(2, previous=1))
+    other.record(a_move(3, "stable"))
+    store.record(a_move(4, previous=2))  # this store's own record is not another writer's
+    assert store.moves_since("latest", position) == [a_move(2, previous=1)]
+
+
+def test_a_tag_is_never_pointed_at_an_artifact(registry_store):
+    client, store = registry_store
+    client.blobs.add(EMPTY_CONFIG)
+    store.record(a_move(1))
+    record = next(t for t in client.tags if t.startswith(MOVE_PREFIX))
+    client.calls.clear()
+    with pytest.raises(NotAnImageError, match=r"is not an image \(application/vnd.imagectl.move.v1\+json\); "
+                                              "refusing to point canary at it"):
+        store.point("canary", client.tags[record])
+    assert [c[0] for c in client.calls] == ["GET"] and "canary" not in client.tags
