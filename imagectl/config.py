@@ -272,6 +272,11 @@ def _as_file(value: Any, base: Path) -> Path:
     path = (base / str(value)).resolve()
     if not isinstance(value, str) or not path.is_file():
         raise ValidationError(f"{value!r} is not a readable file")
+    try:  # read now, so a file that cannot be read (EACCES, EIO) is this key's error, not a later traceback
+        with path.open("rb") as handle:
+            handle.read(1)
+    except OSError as exc:
+        raise ValidationError(f"{value!r} cannot be read: {exc.strerror or exc}") from None
     return path
 
 

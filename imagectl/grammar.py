@@ -122,8 +122,8 @@ def check_url(value: object, what: str = "URL", credentials: bool = False) -> st
     only) it may carry ``user:password@`` (see :func:`url_credentials`).  Raises ValidationError, whose message
     never shows the credentials."""
     bare, userinfo = split_userinfo(value) if isinstance(value, str) else ("", None)
-    if not _URL_RE.fullmatch(bare.replace("{cuda_tag}", "cuda")):
-        raise _fail(what, value, "an http(s) URL of plain characters")
+    if not _URL_RE.fullmatch(bare.replace("{cuda_tag}", "cuda")) or not port_in_range(_authority(bare)):
+        raise _fail(what, value, "an http(s) URL of plain characters (a port of 1-65535)")
     if userinfo is not None and not credentials:
         raise _fail(what, value, "a URL without credentials (user:password@ is allowed in [pip] index URLs only)")
     if userinfo is not None and not _USERINFO_RE.fullmatch(userinfo):
@@ -131,6 +131,11 @@ def check_url(value: object, what: str = "URL", credentials: bool = False) -> st
     if userinfo is not None and any(_NETRC_UNSAFE_RE.search(unquote(part)) for part in userinfo.split(":", 1)):
         raise _fail(what, value, "a URL whose credentials are free of spaces, quotes, '#', '$' and backslashes")
     return value
+
+
+def _authority(url: str) -> str:
+    """``host:port`` of ``scheme://host:port/path``."""
+    return url.partition("://")[2].split("/", 1)[0]
 
 
 def split_userinfo(url: str) -> tuple[str, str | None]:
@@ -155,10 +160,18 @@ def url_credentials(url: str) -> tuple[str, str, str] | None:
 
 
 def check_host(value: object, what: str = "host") -> str:
-    """Return ``host`` or ``host:port``; raises ValidationError otherwise."""
-    if not isinstance(value, str) or not _HOST_RE.fullmatch(value):
-        raise _fail(what, value, "a host or host:port")
+    """Return ``host`` or ``host:port`` (a port of 1-65535); raises ValidationError otherwise."""
+    if not isinstance(value, str) or not _HOST_RE.fullmatch(value) or not port_in_range(value):
+        raise _fail(what, value, "a host or host:port (port 1-65535)")
     return value
+
+
+def port_in_range(authority: str) -> bool:
+    """Whether the port of ``host:port`` (if any; ``[v6]:port`` too) is 1-65535."""
+    _, colon, port = authority.rpartition(":")
+    if not colon or not port.isdigit() or authority.endswith("]"):
+        return True
+    return 1 <= int(port) <= 65535
 
 
 def check_env_name(value: object, what: str = "variable name") -> str:

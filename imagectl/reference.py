@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .errors import ValidationError
+from .grammar import port_in_range
 
 DEFAULT_DOMAIN = "docker.io"
 _COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
@@ -145,8 +146,8 @@ def parse_reference(text: str) -> Reference:
     domain, path = _split_domain(rest)
     if domain == DEFAULT_DOMAIN and "/" not in path:
         path = f"library/{path}"
-    if not _DOMAIN_RE.fullmatch(domain):
-        raise ValidationError(f"invalid image reference {text!r}: bad registry host {domain!r}")
+    if not _DOMAIN_RE.fullmatch(domain) or not port_in_range(domain):
+        raise ValidationError(f"invalid image reference {text!r}: bad registry host {domain!r} (a port is 1-65535)")
     if not _PATH_RE.fullmatch(path) or len(path) + len(domain) + 1 > _MAX_NAME:
         raise ValidationError(
             f"invalid image reference {text!r}: repository {path!r} must be lower-case components of "

@@ -397,6 +397,8 @@ def _release(src: _Source, body: Any) -> Release:
     src.check(check_release_version, version, "release version", needle)
     python_names = _strings(src, _require(src, body, "python", needle), "python", needle)
     pythons = tuple(src.check(check_python, p, f"release {version} python", needle) for p in python_names)
+    if not pythons:
+        raise src.error(f"release {version}: python lists no Python (name at least one, such as \"3.11\")", needle)
     companions = _pins(src, body.get("companions", {}), f"release {version} companions", needle)
     variants = body.get("variant", [])
     if not isinstance(variants, list) or not variants:

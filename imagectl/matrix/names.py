@@ -36,6 +36,7 @@ _NAME_RE = re.compile(
 )
 _PY_RE = re.compile(r"^py(3\.[0-9]{1,2})$")
 WORKING_SHOWN = 8  # names that work, listed when a name is refused
+MAX_NAME_PART = 40  # characters of a framework, CUDA tag, OS or flavour: a name stays well inside a file name's 255
 
 
 def check_name_part(value: str, kind: str, what: str) -> str:
@@ -48,6 +49,9 @@ def check_name_part(value: str, kind: str, what: str) -> str:
     }[kind]
     if not re.fullmatch(pattern, value) or (kind == "suffix" and _PY_RE.match(value)):
         raise ValidationError(f"{what}: {value!r} is not {expected}")
+    if len(value) > MAX_NAME_PART:
+        raise ValidationError(f"{what}: {value[:20]!r}... is {len(value)} characters long; at most {MAX_NAME_PART}"
+                              " (profile names become repository and lock file names)")
     return value
 
 

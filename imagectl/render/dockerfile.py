@@ -67,6 +67,8 @@ def render_template(env: jinja2.Environment, name: str, context: Mapping[str, An
         raise TemplateError(f"{exc.filename or exc.name}:{exc.lineno}: template syntax error: {exc.message}") from None
     except jinja2.UndefinedError as exc:
         raise TemplateError(f"template {name}: {exc.message}") from None
+    except OSError as exc:  # a template file that cannot be read (EACCES, EIO)
+        raise TemplateError(f"template {exc.filename or name}: cannot read: {exc.strerror or exc}") from None
 
 
 def context_files(spec: ImageSpec, config: Config, env: jinja2.Environment | None = None) -> dict[str, bytes]:
@@ -101,7 +103,10 @@ def context_files(spec: ImageSpec, config: Config, env: jinja2.Environment | Non
                                                   {**context, "requirement_lines": requirement_lines(spec.extras_lock)})
     out = {name: text.encode() for name, text in files.items()}
     if config.ca_bundle:
-        out["ca.pem"] = config.ca_bundle.read_bytes()
+        try:
+            out["ca.pem"] = config.ca_bundle.read_bytes()
+        except OSError as exc:
+            raise ValidationError(f"[build] ca_bundle {config.ca_bundle}: cannot read: {exc.strerror or exc}") from None
     if netrc:
         out[NETRC_FILE] = netrc.encode()
     return out
