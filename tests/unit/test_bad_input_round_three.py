@@ -3,13 +3,16 @@ tests/unit/test_bad_input.py and run the same way: a port above 65535 in a regis
 reference or ``--base``; a file that cannot be read (EACCES, EIO) as ``--config``, ``ca_bundle``, a template or a
 lock; a release with ``python = []``; a 300-character framework name.
 
-EACCES for root (the tests run as root in CI) comes from a write-only sysfs attribute, which not even root may
-read; EIO from ``/proc/self/mem``.
+EACCES comes from a file of mode 000 for an ordinary user, and for root (the tests run as root in CI) from a
+write-only sysfs attribute (``/sys/bus/*/drivers_probe``, mode 0200), which not even root may read; EIO from
+``/proc/self/mem``.
 """
 
 from __future__ import annotations
 
+import glob
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,8 +30,26 @@ from tests.unit.test_bad_input import (  # noqa: F401 (the fixtures are used by 
     with_config,
 )
 
-UNREADABLE = "/sys/bus/pci/rescan"  # mode 0200 in sysfs: EACCES for root too
-NOT_READABLE_EVEN_BY_ROOT = Path(UNREADABLE).exists()
+
+
+def _unreadable() -> str:
+    """A file this user cannot read (EACCES), or "" when there is none."""
+    if os.geteuid() != 0:
+        path = Path(tempfile.mkdtemp(prefix="imagectl-unreadable-")) / "unreadable"
+        path.write_text("x")
+        path.chmod(0)
+        return str(path)
+    for candidate in sorted(glob.glob("/sys/bus/*/drivers_probe")) + sorted(glob.glob("/sys/bus/*/rescan")):
+        try:
+            Path(candidate).read_bytes()
+        except PermissionError:
+            return candidate
+        except OSError:
+            continue
+    return ""
+
+
+UNREADABLE = _unreadable()
 
 BAD_WORLDS: dict[str, World] = {
     "config-registry-port-too-big": with_config("[registry]\nurl = '127.0.0.1:99999'\n"),
@@ -51,7 +72,7 @@ CASES: dict[str, Case] = {
 
 def test_the_unreadable_file_is_unreadable_for_this_user():
     # the EACCES cases mean what they say only where the file exists and cannot be read, even by root
-    assert NOT_READABLE_EVEN_BY_ROOT
+    assert UNREADABLE, "no file here that this user cannot read (no write-only sysfs attribute)"
     with pytest.raises(PermissionError):
         Path(UNREADABLE).read_bytes()
 
