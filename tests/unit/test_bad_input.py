@@ -14,9 +14,11 @@ policy does not wait, so they fail fast; the test matrix stands in for the shipp
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import socket
+import tempfile
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +112,27 @@ def framework(old: str, new: str) -> World:
     return with_matrix(FRAMEWORK.replace(old, new))
 
 
+def _unreadable() -> str:
+    """A file this user cannot read (EACCES), or "" when there is none: mode 000 for an ordinary user; for root
+    (CI runs as root) a write-only sysfs attribute (``/sys/bus/*/drivers_probe``, mode 0200), which not even root
+    may read."""
+    if os.geteuid() != 0:
+        path = Path(tempfile.mkdtemp(prefix="imagectl-unreadable-")) / "unreadable"
+        path.write_text("x")
+        path.chmod(0)
+        return str(path)
+    for candidate in sorted(glob.glob("/sys/bus/*/drivers_probe")) + sorted(glob.glob("/sys/bus/*/rescan")):
+        try:
+            Path(candidate).read_bytes()
+        except PermissionError:
+            return candidate
+        except OSError:
+            continue
+    return ""
+
+
+UNREADABLE = _unreadable()
+
 BAD_WORLDS: dict[str, World] = {
     # matrices ([paths] matrices)
     "base-tag-unknown-field": base("{cuda_release}-{flavor}-{os}", "{nope}"),
@@ -187,6 +210,16 @@ BAD_WORLDS: dict[str, World] = {
     "config-lock-grace-negative": with_config("[lock]\ngrace_days = -1\n"),
     "config-locks-dir-missing": with_config("[paths]\nlocks = ['nope']\n"),
     "env-lock-as-of-word": World(env={"IMAGECTL_LOCK_AS_OF": "yesterday"}),
+    # issue 24's tracebacks: ports above 65535, unreadable files (EACCES, EIO), python = [], an over-long name
+    "config-registry-port-too-big": with_config("[registry]\nurl = '127.0.0.1:99999'\n"),
+    "env-registry-port-too-big": World(env={"IMAGECTL_REGISTRY_URL": "127.0.0.1:99999"}),
+    "config-mirror-port-too-big": with_config('[mirrors]\n"docker.io" = "127.0.0.1:99999/hub"\n'),
+    "config-index-port-too-big": with_config("[pip]\nindex_url = 'http://127.0.0.1:99999/simple'\n"),
+    "config-ca-bundle-eio": with_config("[build]\nca_bundle = '/proc/self/mem'\n"),
+    "config-ca-bundle-eacces": with_config(f"[build]\nca_bundle = '{UNREADABLE}'\n"),
+    "config-flag-eacces": World(before=("--config", UNREADABLE)),
+    "release-python-empty": framework('python = ["3.10"]', "python = []"),
+    "framework-name-too-long": framework('name = "evil"', f'name = "{"e" * 300}"'),
     # a team lock of the profile that does not read as a lock: show, render, build, lock refuse it, naming the file
 }
 LOCK_ID = "torch-2.3.1-cu121-py3.10"  # the lock of PROFILE in the test matrix
@@ -325,6 +358,9 @@ CASES: dict[str, Case] = {
                                        f"http://{CLOSED}/simple"), with_matrix('[gpus]\n"X" = "sm_90"\n'), code=2),
     "sync-output-in-proc": Case(("matrix", "sync", "-o", "/proc/x", "--index", f"http://{CLOSED}/simple")),
     "sync-index-down": Case(("matrix", "sync", "--index", f"http://{CLOSED}/simple"), code=1),
+    "import-port-too-big": Case(("import", "127.0.0.1:99999/team/torch:1", "--name", PROFILE, "--no-check"), code=2),
+    "build-base-port-too-big": Case(("build", PROFILE, "--extra", "einops", "--base", "127.0.0.1:99999/x:1"), code=2),
+    "test-port-too-big": Case(("test", "127.0.0.1:99999/team/torch:1"), code=2),
 }
 
 
@@ -447,3 +483,22 @@ def test_an_unreadable_context_directory_is_an_error_not_a_skip(run_cli, use_mat
         hidden.chmod(0o755)
     assert result.code == 2, result.err
     assert result.err == f"imagectl: [paths] context: cannot list {hidden}: Permission denied\n"
+
+
+def test_the_unreadable_file_is_unreadable_for_this_user():
+    # the EACCES cases mean what they say only where the file exists and cannot be read, even by root
+    assert UNREADABLE, "no file here that this user cannot read (no write-only sysfs attribute)"
+    with pytest.raises(PermissionError):
+        Path(UNREADABLE).read_bytes()
+
+
+@pytest.mark.parametrize("command", ["render", "show", "build", "lock"])
+def test_an_unreadable_template_or_lock_is_one_line(bad_input_run, tmp_path, command):
+    (tmp_path / "tpl").mkdir()
+    (tmp_path / "tpl" / "Dockerfile.j2").symlink_to(UNREADABLE)
+    (tmp_path / "locks").mkdir()
+    (tmp_path / "locks" / f"{LOCK_ID}.txt").symlink_to(UNREADABLE)
+    world = World({"imagectl.toml": '[paths]\ntemplates = ["tpl"]\nlocks = ["locks"]\n'})
+    problem = answer_problem(bad_input_run, f"unreadable/{command}", Case(COMMANDS[command], world,
+                                                                           progress=command == "build"))
+    assert problem is None, problem
