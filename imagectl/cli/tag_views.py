@@ -37,6 +37,16 @@ def format_moves(history: History) -> str:
     return format_table(rows, ("when", "tag", "action", "from", "to", "by"))
 
 
+def describe_hidden(history: History, limit: int, *, only_moves: bool) -> str:
+    """What ``history --limit`` left out, as a note ("" when nothing)."""
+    parts = [] if only_moves or not history.hidden.tags else [f"{history.hidden.tags} more tag(s)"]
+    if history.hidden.older_moves:
+        parts.append("older moves")
+    if not parts:
+        return ""
+    return f"showing the newest {limit} of each; {' and '.join(parts)} not shown (--limit N, or --limit 0 for all)"
+
+
 def history_json(history: History) -> list[dict[str, Any]]:
     """``history --json``: one object per entry; ``moves`` lists the logged moves onto that image."""
     names = digest_names(history)

@@ -15,7 +15,7 @@ import click
 from ..config import MAX_MIN_AGE_DAYS
 from ..engine.docker import LazyEngine
 from ..images.local_tag import follow_locally
-from ..tags.history import read_history
+from ..tags.history import DEFAULT_LIMIT, read_history
 from ..tags.managed import ManagedRepository, open_tag_store, resolve_managed
 from ..tags.moves import MoveResult, promote, rollback
 from ..tags.naming import check_channel, check_source
@@ -24,6 +24,7 @@ from ..tags.store import TagStore
 from .app import echo_json, json_option, profile_argument, workspace
 from .printable import printable, say
 from .tag_views import (
+    describe_hidden,
     describe_move,
     format_history,
     format_moves,
@@ -53,18 +54,24 @@ def _stderr(line: str) -> None:
 @profile_argument("name")
 @click.option("--moves", "only_moves", is_flag=True,
               help="Only the log of moves (rollbacks, promotions, builds, imports).")
+@click.option("--limit", type=click.IntRange(min=0), default=DEFAULT_LIMIT, show_default=True, metavar="N",
+              help="The newest N images, N channels and N moves; 0 shows all (one read per tag).")
 @json_option
 @click.pass_context
-def cmd_history(ctx: click.Context, *, name: str, only_moves: bool, as_json: bool) -> None:
-    """Every immutable image of NAME, where its moving tag and channels point, and their past moves."""
+def cmd_history(ctx: click.Context, *, name: str, only_moves: bool, limit: int, as_json: bool) -> None:
+    """The immutable images of NAME (newest first), where its moving tag and channels point, and their past
+    moves."""
     _, store = _open(ctx, name)
-    history = read_history(store)
+    history = read_history(store, limit or None)
     if as_json:
         echo_json(moves_json(history) if only_moves else history_json(history))
     else:
         click.echo(format_moves(history) if only_moves else format_history(history))
     for problem in history.problems:
         _stderr(f"warning: {problem}")
+    hidden = describe_hidden(history, limit, only_moves=only_moves)
+    if hidden:
+        _stderr(f"note: {hidden}")
 
 
 @click.command("rollback")

@@ -3,10 +3,14 @@
 Everything is read from the tag store, so with a registry the registry is the source of truth: any machine
 that can reach it reads the same history (the move log lives in the registry too, see :mod:`.store`).
 
-Reading costs one tag listing and one digest read per tag (:func:`read_listing`); :func:`read_history` adds
-one config read per distinct image and one read of the move log (a listing and one GET per record, see
-:mod:`.store`).  A log that cannot be read in part is no error: what was skipped is in ``History.problems``.
-Everything here returns data; the CLI formats it.
+:func:`read_listing` (what rollback, promotion and prune plan with) costs one tag listing and one digest read
+per tag.  :func:`read_history` reads only what it shows: one tag listing, whose names alone order the immutable
+tags (by the time in each name), then the digests of the newest ``limit`` of them and of at most ``limit``
+pointers (the moving tag first), one config read per distinct image among those, and the newest ``limit``
+records of the move log (a listing and one GET per record, see :mod:`.store`).  So 100,000 tags cost two
+listings and a few dozen reads, not 100,000.  ``History.hidden`` counts what was left out.  A log that cannot
+be read in part is no error: what was skipped is in ``History.problems``.  Everything here returns data; the
+CLI formats it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
-from ..errors import OperationError
+from ..errors import InputError, OperationError
 from ..labels import label_versions
 from .naming import MOVING_TAG, immutable_parts, is_immutable, tag_time
 from .store import Move, TagStore
@@ -46,8 +50,25 @@ def read_listing(store: TagStore) -> TagListing:
 
     Raises RegistryError/EngineError when the store cannot be read.
     """
+    return _listing_of(store, store.tags())
+
+
+def read_shown(store: TagStore, limit: int | None) -> tuple[TagListing, int]:
+    """The newest ``limit`` immutable tags of the store and at most ``limit`` pointers (the moving tag first),
+    each with its digest, and how many tags were left out (None: every tag, none left out).  Only the tags
+    shown are read; one listing orders them.  Raises RegistryError/EngineError when the store cannot be read."""
+    names = store.tags()
+    immutable = sorted((n for n in names if is_immutable(n)), key=lambda n: (tag_time(n), n), reverse=True)
+    pointers = sorted((n for n in names if not is_immutable(n)), key=lambda n: (n != MOVING_TAG, n))
+    shown = immutable[:limit] + pointers[:limit] if limit is not None else immutable + pointers
+    listing = _listing_of(store, shown)
+    return listing, len(names) - len(shown)
+
+
+def _listing_of(store: TagStore, tags: Sequence[str]) -> TagListing:
+    """``tags`` with their digests (one read each); tags deleted since they were listed are left out."""
     immutable, pointers = [], {}
-    for tag in store.tags():
+    for tag in tags:
         digest = store.digest(tag)
         if digest is None:
             continue
@@ -80,31 +101,47 @@ class HistoryEntry:
 
 @dataclass(frozen=True)
 class History:
-    """A repository's history: entries newest first, pointers, the move log (oldest first) and what of the log
-    could not be read (one line each)."""
+    """A repository's history: entries newest first, pointers, the move log (oldest first), what of the log
+    could not be read (one line each), and how many tags and logged moves were left out (``limit``)."""
 
     repository: str
     entries: tuple[HistoryEntry, ...]
     pointers: Mapping[str, str]
     moves: tuple[Move, ...] = field(default=())
     problems: tuple[str, ...] = field(default=())
+    hidden: Hidden = field(default_factory=lambda: Hidden(0, False))
 
 
-def read_history(store: TagStore) -> History:
-    """The history of the store's repository.
+@dataclass(frozen=True)
+class Hidden:
+    """What ``history --limit`` left out: how many tags (immutable and pointers), and whether older moves."""
+
+    tags: int
+    older_moves: bool
+
+
+DEFAULT_LIMIT = 20  # history --limit: rows of each table, newest first
+
+
+def read_history(store: TagStore, limit: int | None = DEFAULT_LIMIT) -> History:
+    """The history of the store's repository: its newest ``limit`` immutable images, at most ``limit`` pointers
+    (the moving tag first) and its newest ``limit`` logged moves (None: everything).
 
     Images whose config cannot be read show no creation time and the versions their tag names carry; move log
-    entries that cannot be read are left out and described in ``problems``.  Raises RegistryError/EngineError
-    when the tags or the registry cannot be read at all.
+    entries that cannot be read are left out and described in ``problems``.  Raises InputError for a ``limit``
+    below 1, RegistryError/EngineError when the tags or the registry cannot be read at all.
     """
-    listing = read_listing(store)
+    if limit is not None and limit < 1:
+        raise InputError(f"--limit {limit}: show at least 1 row (or 0 for all)")
+    listing, hidden_tags = read_shown(store, limit)
     facts: dict[str, tuple[str, Mapping[str, str]]] = {}
     wanted = {t.digest for t in listing.immutable} | set(listing.pointers.values())
     for digest in sorted(wanted):
         facts[digest] = _image_facts(store, digest)
-    moves = tuple(store.moves())
+    moves = store.moves(None if limit is None else limit + 1)
+    shown = tuple(moves[-limit:] if limit is not None else moves)
     return History(store.repository.familiar, tuple(history_entries(listing, facts)), dict(listing.pointers),
-                   moves, tuple(store.problems))
+                   shown, tuple(store.problems), Hidden(hidden_tags, len(moves) > len(shown)))
 
 
 def _image_facts(store: TagStore, digest: str) -> tuple[str, Mapping[str, str]]:

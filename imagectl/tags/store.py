@@ -151,7 +151,7 @@ class TagStore(Protocol):
     def delete(self, tag: str) -> None: ...
     def labels(self, target: str) -> Mapping[str, str]: ...
     def created(self, target: str) -> str: ...
-    def moves(self) -> list[Move]: ...
+    def moves(self, newest: int | None = None) -> list[Move]: ...
     def last_move(self, tag: str) -> Move | None: ...
     def log_position(self, tag: str) -> LogPosition: ...
     def moves_since(self, tag: str, position: LogPosition) -> list[Move]: ...
@@ -419,15 +419,17 @@ class RegistryTagStore:
 
     # -- the move log
 
-    def moves(self) -> list[Move]:
-        """The move log, oldest first: the legacy ``imagectl-history`` moves, then the newest MOVES_READ records.
+    def moves(self, newest: int | None = None) -> list[Move]:
+        """The move log, oldest first: the legacy ``imagectl-history`` moves, then the records; at most the
+        newest ``newest`` (and never more than MOVES_READ), and only those are read (a GET each).
 
         Unreadable records are skipped (see ``problems``).  Raises RegistryError when the registry cannot be read.
         """
+        count = min(newest or MOVES_READ, MOVES_READ)
         names, legacy = self._log_tags()
-        found = self._legacy_moves() if legacy else []
-        found += [m for m in map(self._read_record, names[-MOVES_READ:]) if m is not None]
-        return found[-MOVES_READ:]
+        found = self._legacy_moves() if legacy and len(names) < count else []
+        found += [m for m in map(self._read_record, names[-count:]) if m is not None]
+        return found[-count:]
 
     def last_move(self, tag: str) -> Move | None:
         """The newest logged move that took ``tag`` somewhere else, or None: reads only records of ``tag``,
@@ -587,9 +589,11 @@ class EngineTagStore:
         info = self.engine.inspect(target)
         return info.created if info else ""
 
-    def moves(self) -> list[Move]:
-        """The local move log, oldest first; what cannot be read is skipped and noted in ``problems``."""
-        return self._read()[0]
+    def moves(self, newest: int | None = None) -> list[Move]:
+        """The local move log, oldest first (the newest ``newest`` only, when given); what cannot be read is
+        skipped and noted in ``problems``."""
+        moves = self._read()[0]
+        return moves[-newest:] if newest else moves
 
     def last_move(self, tag: str) -> Move | None:
         """The newest logged move that took ``tag`` somewhere else, or None."""

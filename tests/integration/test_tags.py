@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -398,6 +399,31 @@ def test_digests_a_proxy_misreports_are_refused(run_cli, tmp_path, registry):
     finally:
         proxy.stop()
     assert skopeo_digest(registry.host, repo, "stable") == digests[2]
+
+
+# --------------------------------------------------------------------------------------------- issue 24, item 6
+
+
+def test_history_of_many_tags_reads_only_the_tags_it_shows(run_cli, tmp_path, registry):
+    """Before: one digest read per tag (100,000 tags: 100,002 requests, 3 min 34 s)."""
+    repo = f"many/{PROFILE}"
+    client = RegistryClient(registry.host, insecure=True)
+    digests = seed(client, repo, days=(1, 2))
+    manifest = client.get_manifest(repo, digests[1])
+    stamps = [datetime(2023, 1, 1, tzinfo=timezone.utc) + timedelta(hours=n) for n in range(300)]
+    for n, stamp in enumerate(stamps):
+        client.put_manifest(repo, f"2.3.1-cu121-py3.11-{stamp:%Y%m%dT%H%M%S}-{n:010d}", manifest)
+    config(tmp_path, registry.host, "many")
+    with RequestLog() as log:
+        shown = run_cli("history", PROFILE, "--json")
+    assert shown.code == 0, shown.err
+    rows = json.loads(shown.out)
+    assert len(rows) == 20 and rows[0]["tag"] == tag_of(2) and rows[0]["current"]
+    assert "282 more tag(s) not shown (--limit N, or --limit 0 for all)" in shown.err  # 302 and latest, 21 shown
+    assert len(log.seen) <= 40, Counter(log.seen)  # 2 listings, 21 digests, 2 images, 2 records
+    everything = run_cli("history", PROFILE, "--limit", "0", "--json")
+    assert everything.code == 0 and len(json.loads(everything.out)) == 302 and "note" not in everything.err
+    assert run_cli("history", PROFILE, "--limit", "-1").code == 2
 
 
 def test_rollback_keeps_this_machines_local_latest_in_step(run_cli, tmp_path, registry, docker_client):

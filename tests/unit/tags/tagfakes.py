@@ -85,8 +85,9 @@ class FakeStore:
             raise NotFoundError(target)
         return "2024-05-01T12:00:00+00:00"
 
-    def moves(self) -> list[Move]:
-        return list(self.log)
+    def moves(self, newest: int | None = None) -> list[Move]:
+        self._hook("moves")
+        return list(self.log[-newest:] if newest else self.log)
 
     def last_move(self, tag: str) -> Move | None:
         """As the real stores: the newest logged move that took ``tag`` elsewhere, ``from_tag`` filled in."""

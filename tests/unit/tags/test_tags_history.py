@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from tagfakes import FakeStore, digest_of, move, tag_on
 
-from imagectl.cli.tag_views import format_history, format_versions, history_json, moves_json
+from imagectl.cli.tag_views import describe_hidden, format_history, format_versions, history_json, moves_json
 from imagectl.tags.history import image_versions, read_history
 from imagectl.tags.naming import immutable_parts
 
@@ -89,3 +89,37 @@ def test_logged_from_tags_name_images_pruned_since():
                              from_tag=tag_on(8)))
     moves = moves_json(read_history(store))
     assert moves[0]["from_tag"] == tag_on(8) and moves[0]["to_tag"] == tag_on(3)
+
+
+# ---- issue 24, item 6: history reads only what it shows; against a real registry: test_tags.py
+
+def many_tags(count: int) -> FakeStore:
+    store = FakeStore()
+    for n in range(count):
+        store.add(tag_on(n % 28 + 1, n), digest_of(n))
+    store.add("latest", digest_of(0))  # on the oldest image
+    store.add("stable", digest_of(count - 1))
+    store.log += [move("latest", digest_of(n), digest_of(n - 1) if n else None) for n in range(count)]
+    return store
+
+
+def test_history_reads_the_digests_of_the_tags_it_shows_only():
+    store = many_tags(500)
+    history = read_history(store, limit=20)
+    newest = sorted((t for t in store.tag_map if t[0].isdigit()), key=lambda t: (t[19:34], t), reverse=True)[:20]
+    assert [c[1] for c in store.calls if c[0] == "digest"] == newest + ["latest", "stable"]
+    rows = history_json(history)
+    assert [r["tag"] for r in rows if r["immutable"]] == newest
+    assert [r["tag"] for r in rows if r["current"]] == ["latest"]  # its image is older than those shown
+    assert history.hidden.tags == 480 and history.hidden.older_moves and len(history.moves) == 20
+    note = describe_hidden(history, 20, only_moves=False)
+    assert note == "showing the newest 20 of each; 480 more tag(s) and older moves not shown (--limit N, or --limit 0 " \
+                   "for all)"
+
+
+def test_history_without_a_limit_reads_everything():
+    store = many_tags(30)
+    history = read_history(store, limit=None)
+    assert len([c for c in store.calls if c[0] == "digest"]) == 32 and len(history.moves) == 30
+    assert history.hidden.tags == 0 and not history.hidden.older_moves
+    assert describe_hidden(history, 0, only_moves=False) == ""
