@@ -113,8 +113,8 @@ def test_history_reads_the_digests_of_the_tags_it_shows_only():
     assert [r["tag"] for r in rows if r["current"]] == ["latest"]  # its image is older than those shown
     assert history.hidden.tags == 480 and history.hidden.older_moves and len(history.moves) == 20
     note = describe_hidden(history, 20, only_moves=False)
-    assert note == "showing the newest 20 of each; 480 more tag(s) and older moves not shown (--limit N, or --limit 0 " \
-                   "for all)"
+    assert note == ("showing the newest 20 of each; 480 more tag(s) and older moves not shown (--limit N, or "
+                    "--limit 0 for all)")
 
 
 def test_history_without_a_limit_reads_everything():
