@@ -24,7 +24,7 @@ from .redact import redact
 
 NETWORK_MODES = ("default", "host", "bridge", "none")
 MAX_MIN_AGE_DAYS = 36500  # prune's age floor ([tags] prune_min_age_days, --min-age-days): 100 years at most
-MAX_REGISTRY_TIMEOUT_S = 3600  # [registry] timeout: the deadline of one registry request, an hour at most
+MAX_REGISTRY_TIMEOUT_S = 3600  # [registry] and [pip] timeout: the deadline of one request, an hour at most
 _ENV_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 # section -> key -> (kind, Config field): the one declaration of every key imagectl reads.
@@ -32,7 +32,7 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "registry": {"url": ("host", "registry_url"), "namespace": ("namespace", "namespace"),
                  "insecure": ("bool", "insecure"), "timeout": ("seconds", "registry_timeout")},
     "pip": {"index_url": ("index", "pip_index_url"), "extra_index_urls": ("indexes", "pip_extra_index_urls"),
-            "trusted_hosts": ("hosts", "pip_trusted_hosts")},
+            "trusted_hosts": ("hosts", "pip_trusted_hosts"), "timeout": ("seconds", "pip_timeout")},
     "apt": {"mirror": ("url", "apt_mirror")},
     "build": {"network": ("network", "build_network"), "ca_bundle": ("file", "ca_bundle"),
               "args": ("args", "build_args")},
@@ -55,6 +55,7 @@ class Config:
     pip_index_url: str | None = None
     pip_extra_index_urls: tuple[str, ...] = ()
     pip_trusted_hosts: tuple[str, ...] = ()
+    pip_timeout: float | None = None  # seconds per package-index request (imagectl's own reads); None: the default
     apt_mirror: str | None = None
     build_network: str | None = None
     ca_bundle: Path | None = None

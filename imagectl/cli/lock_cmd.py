@@ -136,7 +136,8 @@ def _check(ws: Workspace, framework: str | None) -> int:
     paths = sorted(p for d, _ in lock_dirs(ws.config) if d.is_dir() for p in d.glob("*.txt"))
     if framework:
         paths = [p for p in paths if p.name.startswith(f"{framework}-")]
-    problems = [*check_files(paths, ws.matrix), *missing_locks(profiles, ws.config)]
+    problems = [*check_files(paths, ws.matrix, index_timeout=ws.config.pip_timeout),
+                *missing_locks(profiles, ws.config)]
     for problem in problems:
         say(f"imagectl: lock --check: {problem}", ws.config.secret_values)
     click.echo(f"{len(paths)} lock files checked, {len(problems)} problems", err=True)

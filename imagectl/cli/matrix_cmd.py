@@ -71,10 +71,11 @@ def cmd_verify(  # noqa: PLR0913 - click passes one parameter per option
         ctx: click.Context, *, index: str | None, framework: str | None, as_json: bool, junit: str | None,
         show_notes: bool) -> int:
     """Compare every pin of the matrix with the PEP 658 metadata an index publishes; exit 1 on differences."""
-    from ..upstream.verify import verify_matrix  # here: reading an index loads requests
+    from ..pypi.transport import index_settings  # here: reading an index loads requests
+    from ..upstream.verify import verify_matrix
 
     ws = workspace(ctx)
-    report = verify_matrix(ws.matrix, framework, _check_index(index))
+    report = verify_matrix(ws.matrix, framework, _check_index(index), settings=index_settings(ws.config.pip_timeout))
     if junit:
         _write(Path(junit), junit_xml("imagectl.matrix.verify", junit_cases(report)))
     rows = finding_rows(report, notes=show_notes)
@@ -95,11 +96,13 @@ def cmd_verify(  # noqa: PLR0913 - click passes one parameter per option
 @click.pass_context
 def cmd_sync(ctx: click.Context, *, index: str | None, framework: str | None, output: str | None, check: bool) -> int:
     """Propose [[release]] entries for upstream releases the matrix lacks (for review; edits nothing)."""
-    from ..upstream.sync import render_proposals, sync_matrix  # here: reading an index loads requests
+    from ..pypi.transport import index_settings  # here: reading an index loads requests
+    from ..upstream.sync import render_proposals, sync_matrix
 
     ws = workspace(ctx)
     target = _output_path(output, ws) if output else None
-    proposals, indexes = sync_matrix(ws.matrix, framework, _check_index(index))
+    proposals, indexes = sync_matrix(ws.matrix, framework, _check_index(index),
+                                     settings=index_settings(ws.config.pip_timeout))
     text = render_proposals(proposals, indexes)
     if target is not None:
         _write(target, text.encode("utf-8"))

@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from ..errors import InputError, OperationError
 from ..matrix.model import Profile
 from ..pypi.simple import project_files
+from ..pypi.transport import index_settings
 from ..pypi.wheels import is_wheel, parse_wheel
 from .target import Target
 
@@ -54,7 +55,7 @@ def upload_date(target: Target, package: str, version: str) -> dt.date | None:
     cannot be read."""
     wanted = Version(Version(version).public)  # 13.0.3 is 13.0.3.0 (PEP 440); a local label does not count
     times = []
-    for file in project_files(target.index_secret, package):
+    for file in project_files(target.index_secret, package, settings=index_settings(target.index_timeout)):
         try:
             same = is_wheel(file) and Version(parse_wheel(file.filename).version.public) == wanted
         except (InvalidVersion, OperationError):

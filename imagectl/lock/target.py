@@ -32,6 +32,7 @@ class Target:
     trusted_hosts: tuple[str, ...] = ()
     ca_bundle: Path | None = None
     platform: str = PLATFORM
+    index_timeout: float | None = None  # the [pip] timeout of imagectl's own index reads (upload dates)
 
 
 def target_for(profile: Profile, config: Config) -> Target:
@@ -40,7 +41,8 @@ def target_for(profile: Profile, config: Config) -> Target:
     return Target(python=profile.python, index=index_url(profile, config),
                   index_secret=index_url_with_credentials(profile, config),
                   extra_indexes=tuple(extra_index_urls(config)), extra_secret=tuple(config.pip_extra_index_urls),
-                  trusted_hosts=tuple(config.pip_trusted_hosts), ca_bundle=config.ca_bundle)
+                  trusted_hosts=tuple(config.pip_trusted_hosts), ca_bundle=config.ca_bundle,
+                  index_timeout=config.pip_timeout)
 
 
 def build_tag(profile: Profile) -> str:

@@ -20,6 +20,7 @@ from ..grammar import versions_equal
 from ..matrix.model import Matrix, Profile
 from ..matrix.names import resolve_profile
 from ..pypi.simple import project_files
+from ..pypi.transport import DEFAULT_SETTINGS, IndexSettings, index_settings
 from .lockfile import Lock, canonical_name
 from ..pip_index import index_url
 from .store import LOCKS, find_lock, read_lock
@@ -63,12 +64,12 @@ def profile_of(lock: Lock, matrix: Matrix) -> Profile | None:
     return profile if profile_lock_id(profile) == lock.header.lock_id else None
 
 
-def yanked_problems(lock: Lock) -> list[str]:
-    """The locked files the lock's index marks yanked (one request per package); raises nothing: an index
-    that cannot be read is a problem line too."""
+def yanked_problems(lock: Lock, settings: IndexSettings = DEFAULT_SETTINGS) -> list[str]:
+    """The locked files the lock's index marks yanked (one request per package, each within the ``[pip] timeout``
+    of ``settings``); raises nothing: an index that cannot be read is a problem line too."""
     def one(pkg) -> list[str]:
         try:
-            files = project_files(lock.header.index, pkg.name)
+            files = project_files(lock.header.index, pkg.name, settings=settings)
         except ImagectlError as exc:
             return [f"{pkg.name}: cannot read the index: {exc}"]
         hashes = set(pkg.hashes)
@@ -80,8 +81,10 @@ def yanked_problems(lock: Lock) -> list[str]:
         return [line for lines in pool.map(one, lock.packages) for line in lines]
 
 
-def check_files(paths: Iterable[Path], matrix: Matrix, yanked: bool = True) -> list[Problem]:
-    """Every problem of the lock files at ``paths``."""
+def check_files(paths: Iterable[Path], matrix: Matrix, yanked: bool = True, *,
+                index_timeout: float | None = None) -> list[Problem]:
+    """Every problem of the lock files at ``paths`` (the index read with ``index_timeout``, the ``[pip] timeout``,
+    per request)."""
     out = []
     for path in paths:
         try:
@@ -97,7 +100,7 @@ def check_files(paths: Iterable[Path], matrix: Matrix, yanked: bool = True) -> l
             continue
         out += [Problem(str(path), line) for line in input_problems(lock, profile)]
         if yanked:
-            out += [Problem(str(path), line) for line in yanked_problems(lock)]
+            out += [Problem(str(path), line) for line in yanked_problems(lock, index_settings(index_timeout))]
     return out
 
 

@@ -26,7 +26,7 @@ from imagectl.pypi.simple import (
     project_files,
     project_url,
 )
-from imagectl.pypi.transport import DEFAULT_SETTINGS, IndexSettings, new_session
+from imagectl.pypi.transport import DEFAULT_SETTINGS, IndexSettings, index_settings, new_session
 from imagectl.pypi.wheels import (
     WheelName,
     cpython_abis,
@@ -49,6 +49,7 @@ __all__ = [
     "cpython_tag",
     "exact_pins",
     "fetch_metadata",
+    "index_settings",
     "is_wheel",
     "linux_x86_64_wheels",
     "loose_requirements",

@@ -15,7 +15,14 @@ import zipfile
 
 import requests
 
-from imagectl.pypi.transport import DEFAULT_SETTINGS, IndexSettings, error_for_status, index_error, request
+from imagectl.pypi.transport import (
+    DEFAULT_SETTINGS,
+    IndexSettings,
+    error_for_status,
+    index_error,
+    read_streamed,
+    request,
+)
 
 TAIL_BYTES = 64 * 1024 + 22  # the end-of-central-directory record plus the longest zip comment
 MIN_FETCH = 64 * 1024
@@ -37,22 +44,18 @@ def parse_content_range(url: str, header: str) -> tuple[int, int, int]:
     return first, last, total
 
 
-def read_body(url: str, response: requests.Response, expected: int) -> bytes:
-    """Read exactly ``expected`` bytes of a streamed response, refusing to read more.
+def read_body(url: str, response: requests.Response, expected: int,
+              settings: IndexSettings = DEFAULT_SETTINGS) -> bytes:
+    """Read exactly ``expected`` bytes of a streamed response, refusing to read more, within the ``[pip] timeout``.
 
     Raises:
-        PackageIndexError: the body is shorter or longer than ``expected``.
+        PackageIndexError: the body is shorter or longer than ``expected``, or does not come in time.
     """
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_content(chunk_size=64 * 1024):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > expected:
-            break
-    if size != expected:
-        raise index_error(url, f"range answer has {size} bytes, expected {expected}")
-    return b"".join(chunks)
+    data = read_streamed(response, expected, settings)
+    if len(data) != expected:
+        shown = f"more than {expected}" if len(data) > expected else str(len(data))
+        raise index_error(url, f"range answer has {shown} bytes, expected {expected}")
+    return data
 
 
 def fetch_range(
@@ -72,7 +75,7 @@ def fetch_range(
         if response.status_code != 206:
             raise error_for_status(response)
         first, last, total = parse_content_range(url, response.headers.get("Content-Range", ""))
-        return first, total, read_body(url, response, last - first + 1)
+        return first, total, read_body(url, response, last - first + 1, settings)
 
 
 class RangeReader(io.RawIOBase):

@@ -16,7 +16,6 @@ import requests
 import urllib3
 
 from .deadline import Deadline
-from .error_factory import too_large_error
 
 ERROR_BODY_BYTES = 64 * 1024  # of an error answer, only this much is read (and quoted from)
 _READ_BYTES = 64 * 1024
@@ -28,13 +27,14 @@ def read_body(response: requests.Response, limit: int, deadline: Deadline, *, tr
 
     With ``truncate`` a longer body is cut at ``limit`` (an error answer, quoted only in part); without, it is
     an error.  Either way no more than ``limit + 1`` bytes are read, and no socket read waits longer than
-    ``stall_s`` (nor than the deadline leaves).  Raises RegistryError when the body is too
-    large or the deadline passes, and ``requests.exceptions.ConnectionError`` (or ``ReadTimeout``) when the
-    connection breaks off or stalls: a transient failure, which the caller may try again.
+    ``stall_s`` (nor than the deadline leaves).  Raises the deadline's errors (RegistryError for a registry)
+    when the body is too large or the deadline passes, and ``requests.exceptions.ConnectionError`` (or
+    ``ReadTimeout``) when the connection breaks off or stalls: a transient failure, which the caller may try
+    again.
     """
     if not truncate and _declared_length(response) > limit:
         response.close()
-        raise too_large_error(deadline.registry, deadline.what, limit)
+        raise deadline.too_large(limit)
     data = bytearray()
     try:
         while len(data) <= limit:
@@ -49,7 +49,7 @@ def read_body(response: requests.Response, limit: int, deadline: Deadline, *, tr
     if len(data) > limit:
         response.close()
         if not truncate:
-            raise too_large_error(deadline.registry, deadline.what, limit)
+            raise deadline.too_large(limit)
         del data[limit:]
     return _keep(response, bytes(data))
 

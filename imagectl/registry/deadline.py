@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..errors import RegistryError
-from .error_factory import timeout_error
+from ..errors import OperationError
+from .error_factory import timeout_error, too_large_error
 
 Clock = Callable[[], float]
 
@@ -46,12 +46,19 @@ class Deadline:
         """Seconds left (0 once passed, ``math.inf`` for no deadline); never raises."""
         return max(0.0, self.at - self.clock())
 
-    def error(self, detail: str) -> RegistryError:
-        """The one-line error for this request running out of time; ``detail`` says what it was waiting for."""
+    def error(self, detail: str) -> OperationError:
+        """The one-line error for this request running out of time; ``detail`` says what it was waiting for.
+
+        A RegistryError naming the ``[registry] timeout`` here; the package-index reader's deadline names its own
+        setting (:class:`imagectl.pypi.transport.IndexDeadline`)."""
         return timeout_error(self.registry, self.what, self.seconds, detail)
 
+    def too_large(self, limit: int) -> OperationError:
+        """The one-line error for an answer to this request whose body is over ``limit`` bytes."""
+        return too_large_error(self.registry, self.what, limit)
+
     def left(self, detail: str) -> float:
-        """Seconds left; raises RegistryError (this deadline's :meth:`error` with ``detail``) when none are."""
+        """Seconds left; raises this deadline's :meth:`error` (with ``detail``) when none are."""
         remaining = self.remaining()
         if remaining <= 0:
             raise self.error(detail)
@@ -60,7 +67,7 @@ class Deadline:
     def sleeper(self, sleep: Callable[[float], None], last: Callable[[], str]) -> Callable[[float], None]:
         """``sleep`` for waits between retries; a wait that would end past the deadline raises at once.
 
-        ``last()`` describes the last failed try for the message.  The returned function raises RegistryError.
+        ``last()`` describes the last failed try for the message.  The returned function raises :meth:`error`.
         """
 
         def wait(seconds: float) -> None:
