@@ -2,10 +2,12 @@
 
 A move is "just switching a tag": in a registry one manifest GET (of the target, which is also the last check
 that it still exists) and one manifest PUT (under the moving tag or channel); no layer is read or written,
-whatever the image's size.  Around it, a rollback reads: a HEAD of the moving tag, the log's last move of it
-(one tag listing and usually one record GET, see :mod:`.store`), a HEAD of the one immutable tag the log names
-the target by, a HEAD reading the tag back, and the log's record (one PUT).  Only a digest ``--to`` or a log
-that does not name the previous image reads the whole tag listing with one HEAD per tag.  A promotion reads
+whatever the image's size.  Around it, a rollback reads: the moving tag (a manifest GET: a digest is taken
+from the bytes), the log's last move of it (one tag listing and usually one record GET, see :mod:`.store`), the
+one immutable tag the log names the target by, the log's position (one listing), the moving tag again right
+before the PUT, the tag back after it, the log again (one listing; a GET per record another writer added), and
+writes the log's record (one PUT).  Only a digest ``--to`` or a log that does not name the previous image reads
+the whole tag listing with one read per tag.  A promotion reads
 the last logged move of its source and of its channel (to name both images in the log).  The engine store
 does the same with ``docker inspect`` and ``docker tag``.
 

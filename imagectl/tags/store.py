@@ -4,14 +4,16 @@ Both stores offer the same small interface, so history, rollback, promotion and 
 
 - ``tags()``: every tag of the repository but imagectl's own records (``imagectl-*``, see
   :func:`.naming.is_reserved`), so no listing, plan or prune ever sees them;
-- ``digest(tag)``: what a tag points to (manifest digest in a registry, image id in the engine), or None;
+- ``digest(tag)``: what a tag points to (manifest digest in a registry, read from the manifest's bytes, never a
+  header alone; image id in the engine), or None;
 - ``point(tag, target)``: move ``tag`` to the image ``target`` (a digest/id) — in a registry one manifest GET
-  and one manifest PUT, no layer moves;
+  and one manifest PUT, no layer moves; a target that is no image (an artifact) is refused;
 - ``delete(tag)``, ``labels(target)`` and ``created(target)``;
-- the log of past moves of moving tags and channels: ``moves()`` (oldest first, at most the newest
-  :data:`MOVES_READ`), ``last_move(tag)`` (the newest logged move that took ``tag`` somewhere else, read
-  cheaply) and ``record(move)``; ``problems`` collects what reading the log skipped (a corrupt or foreign
-  record) so ``history`` can report it;
+- the log of past moves of moving tags and channels: ``moves(newest)`` (oldest first, at most the newest
+  ``newest`` and :data:`MOVES_READ`), ``last_move(tag)`` (the newest logged move that took ``tag`` somewhere
+  else, read cheaply), ``log_position(tag)`` and ``moves_since(tag, position)`` (what other writers logged
+  of ``tag`` meanwhile: how :func:`.moves.guarded_move` tells a concurrent move) and ``record(move)``;
+  ``problems`` collects what reading the log skipped (a corrupt or foreign record) so ``history`` can report it;
 - ``tag_with_key(key)``: the newest immutable tag whose key part is ``key``'s (a build with that build key,
   or an import of that source, exists): one tag listing.
 
@@ -24,8 +26,11 @@ same history.  Each move is its own record: a small OCI artifact manifest (``art
 
     imagectl-move-<UTC time with microseconds>-<12 random hex digits>-<the tag moved>
 
-(a moved tag too long for that is replaced by ``_`` and 24 hex digits of its sha256).  Names sort by the time
-each record was written, so the log is the set of these tags read back in name order.  The single manifest
+(a moved tag too long for that is replaced by ``_`` and 24 hex digits of its sha256).  The time is a logical
+clock (:func:`record_time`): the writer's clock, or one microsecond after the newest record its last listing
+showed when that is later, so names sort in the order records were written whatever the writers' clocks (a
+record from a machine a year ahead is followed, not preceded, by the moves made after it; ``when`` in the
+record keeps the writer's own clock), and the log is the set of these tags read back in name order.  The single manifest
 ``imagectl-history`` earlier versions kept (every move in one annotation, rewritten on each move) is still
 read, as the oldest part of the log, and never written again: a repository migrates by simply being used.
 
@@ -34,18 +39,21 @@ Guarantee: a move whose record PUT the registry answered stays in the log while 
 writers (processes, machines, any number) cannot erase each other's entries; each record's manifest is unique
 (it carries its own tag name), so a manifest delete never takes another record down; ``prune`` never sees
 ``imagectl-*`` tags.  Not guaranteed: a process killed between moving a tag and writing its record leaves that
-move unlogged (``rollback`` then starts from the log's last known position, see :mod:`.moves`), and records
-from machines whose clocks disagree are ordered by their clocks.  ``record`` deletes a few records beyond the
-newest MOVES_KEEP per call, so the repository does not fill up with them.  A record or legacy log that cannot
-be read (corrupt, written by another tool) is skipped and described in ``problems``, never an error.
+move unlogged (``rollback`` then starts from the log's last known position, see :mod:`.moves`), and two records
+written at once by writers that had not seen each other's are ordered by their clocks.  ``record`` deletes a few
+records beyond the newest MOVES_KEEP per call, so the repository does not fill up with them.  A record or legacy
+log that cannot be read (corrupt, written by another tool) is skipped and described in ``problems``, never an
+error.
 
 Requests (registry): ``record`` is one manifest PUT (the first time in a repository without the empty config
 blob: a failed PUT, one blob upload and the PUT again; with more than MOVES_KEEP records, one GET and one
 DELETE per old record removed, at most :data:`TRIM_PER_RECORD`).  ``last_move(tag)`` is one tag listing and
 one manifest GET per record of ``tag`` (its name says which tag it moved), newest first, until one moved it:
 usually one GET, plus one GET of ``imagectl-history`` only when no record moved ``tag`` and that tag exists.
-``moves()`` (``history``) is one tag listing, one GET per record (at most MOVES_READ) and one GET of
-``imagectl-history`` when the repository still has one.
+``moves(newest)`` (``history``) is one tag listing, one GET per record read (the newest ``newest``, at most
+MOVES_READ) and one GET of ``imagectl-history`` when the repository still has one and fewer records than that.
+``log_position(tag)`` is one tag listing; ``moves_since(tag, position)`` one tag listing and one GET per new
+record of ``tag`` (usually none).
 
 The local engine keeps its log in a JSON file under ``$XDG_STATE_HOME/imagectl/history`` (appends are
 serialised with a lock file, so none is lost; a file that cannot be read is kept beside it as ``.unreadable``
