@@ -37,21 +37,25 @@ choices.  Reserved names (``imagectl-*``, :func:`.naming.check_source`) are refu
 changes nothing and is not logged.
 
 Races: registries have no compare-and-swap on tags, so a move reads, verifies, writes and verifies
-(:func:`guarded_move`):
+(:func:`guarded_move`).  What it does when another writer moved the tag meanwhile depends on the target: a
+plain ``rollback`` goes to "the image before this one", worked out from where the tag pointed, so it fails (exit
+1, naming the other writer) rather than undo a move it never saw; a build, an import, ``rollback --to`` and a
+promotion name their image whatever the tag pointed to, so they re-plan from where the other writer left it.
 
 1. it notes what the log holds of the tag (one tag listing), then reads the tag again right before the PUT:
-   if it no longer points where the plan started from, another writer moved it, and the move stops with an
-   OperationError naming the image (and the writer, when the log tells) before anything is written;
+   when it no longer points where the plan started from, a plain rollback stops with an OperationError naming
+   the image (and the writer, when the log tells) before anything is written; any other move starts from there;
 2. the target's GET right before the PUT fails when a concurrent prune deleted it (OperationError, the tag
    stays where it was) or when it is no image (a move record, a signature: NotAnImageError);
 3. after the PUT the tag is read back, and if a concurrent manifest delete took it down it is put back from the
    manifest bytes just written (the layers stay until garbage collection);
 4. then the log is read again: a move of the tag logged meanwhile from the same starting point means two
-   writers moved it at once (a PUT held up in the network lands after another writer's whole move).  The one
-   that finds the other's record loses: it puts the tag back where the other left it, logs nothing and fails
-   with an OperationError naming the other; the other's move and record stand.  Only two moves whose PUTs
-   both land before either reads the log again are both logged; the one whose PUT landed first then says, in
-   its note, that the tag moved on.
+   writers moved it at once (a PUT held up in the network lands after another writer's whole move).  A plain
+   rollback that finds the other's record loses: it puts the tag back where the other left it, logs nothing and
+   fails with an OperationError naming the other; the other's move and record stand.  Any other move whose PUT
+   landed last is logged as coming from where the other left the tag, so the log stays one chain.  Only two
+   moves whose PUTs both land before either reads the log again are both logged from the same image; the one
+   whose PUT landed first then says, in its note, that the tag moved on.
 """
 
 from __future__ import annotations
@@ -101,7 +105,7 @@ def rollback(store: TagStore, to: str | None = None) -> MoveResult:
         logged = [last] if last else []
         target = _logged_previous(store, current, last) or previous_target(current, logged, read_listing(store))
     result = guarded_move(store, MOVING_TAG, target.digest, target.tag, current, "rollback",
-                          position_name(last, current))
+                          position_name(last, current), derived=not to)
     return _with_log_problems(result, store)
 
 
@@ -229,30 +233,46 @@ def _choices(listing: TagListing) -> str:
 
 def guarded_move(  # noqa: PLR0913 - the facts of one move; build, import, the tests and bench pass them as is
         store: TagStore, tag: str, target: str, target_tag: str | None, current: str | None, action: MoveAction,
-        current_tag: str | None = None) -> MoveResult:
+        current_tag: str | None = None, *, derived: bool = False) -> MoveResult:
     """Point ``tag`` at image ``target`` (named by immutable tag ``target_tag``) unless it is there already;
     read it back, repair it if a concurrent manifest delete took it down, and log the move as ``action``.
 
     ``current_tag`` names ``current`` in the log entry; when not given it is looked up in the log's last move of
     ``tag`` (one listing and usually one record read in a registry).  The log is written after the move (why:
-    the module docstring); a log that cannot be written leaves the move done, with a note.  Raises
-    OperationError when the target no longer exists (the tag is left where it was).
+    the module docstring); a log that cannot be written leaves the move done, with a note.
+
+    Another writer moving ``tag`` meanwhile (the races in the module docstring): when the target was ``derived``
+    from where the tag pointed (a plain rollback: "the image before this one"), the move fails, naming that
+    writer, and leaves the tag where the other move put it.  Otherwise (a build, an import, ``rollback --to``, a
+    promotion) the target does not depend on where the tag was: the move re-plans from where the other writer
+    left the tag, and its record follows the other's.  Raises OperationError when the target no
+    longer exists (the tag is left where it was), when a derived move lost a race, NotAnImageError for a target
+    that is no image.
     """
     if current == target:
         return MoveResult(tag, current, target, target_tag, changed=False)
     if current_tag is None and current is not None:
         current_tag = _current_name(store, tag, current)
     position = store.log_position(tag)
-    _still_at(store, tag, current, action)
+    now_at = store.digest(tag)
+    if now_at != current:
+        if derived:
+            raise _moved_since(store, tag, current, now_at, action)
+        if now_at == target:
+            return MoveResult(tag, now_at, target, target_tag, changed=False, note="another writer moved it there")
+        current, current_tag = now_at, _current_name(store, tag, now_at) if now_at else None
     try:
         store.point(tag, target)
     except NotFoundError:
         raise OperationError(f"{target_tag or 'image'} ({short_digest(target)}) no longer exists"
                              f" (deleted by a concurrent prune?); {tag} stays on {short_digest(current)}") from None
-    note = _read_back(store, tag, target)
+    stands, note = _read_back(store, tag, target)
     rival = _rival(store.moves_since(tag, position), current)
-    if rival is not None:
+    if rival is not None and derived:
         raise _lost_race(store, tag, target, rival, action)
+    if rival is not None and stands:  # its PUT landed after the rival's: it follows that move in the log
+        current, current_tag = rival.to, rival.to_tag
+        note = "; ".join(filter(None, [note, f"after {_describe(rival)} moved it to {short_digest(rival.to)}"]))
     move = Move(tag=tag, to=target, previous=current, action=action, when=now(), by=who(), to_tag=target_tag,
                 from_tag=current_tag)
     try:
@@ -270,17 +290,15 @@ def _current_name(store: TagStore, tag: str, current: str) -> str | None:
         return None
 
 
-def _still_at(store: TagStore, tag: str, current: str | None, action: MoveAction) -> None:
-    """Raise OperationError, naming the image (and its writer when the log tells), when ``tag`` no longer points
-    to ``current``, where the move's plan started from (step 1 of the races in the module docstring)."""
-    now_at = store.digest(tag)
-    if now_at == current:
-        return
+def _moved_since(store: TagStore, tag: str, current: str | None, now_at: str | None,
+                 action: MoveAction) -> OperationError:
+    """The error of a derived move whose tag no longer points to ``current``, where its plan started from (step 1
+    of the races in the module docstring), naming the image (and its writer when the log tells)."""
     last = _last_move_quietly(store, tag)
     by = f" by {_describe(last)}" if last is not None and last.to == now_at else ""
     where = f"to {short_digest(now_at)}" if now_at else "away (it is gone)"
-    raise OperationError(f"{store.repository.familiar}:{tag} was moved from {short_digest(current)} {where}{by} "
-                         f"since this {action} read it; nothing changed: look at imagectl history, then run it again")
+    return OperationError(f"{store.repository.familiar}:{tag} was moved from {short_digest(current)} {where}{by} "
+                          f"since this {action} read it; nothing changed: look at imagectl history, then run it again")
 
 
 def _rival(moves: Sequence[Move], current: str | None) -> Move | None:
@@ -321,11 +339,13 @@ def _last_move_quietly(store: TagStore, tag: str) -> Move | None:
         return None
 
 
-def _read_back(store: TagStore, tag: str, target: str) -> str:
+def _read_back(store: TagStore, tag: str, target: str) -> tuple[bool, str]:
+    """(whether ``tag`` points to ``target`` after the PUT, a note): a tag a concurrent manifest delete took down
+    is put back."""
     after = store.digest(tag)
     if after is None:  # a concurrent delete of the target's manifest took the tag with it: put it back
         store.point(tag, target)
-        return "put back after a concurrent delete"
+        return True, "put back after a concurrent delete"
     if after != target:
-        return f"another client moved it on to {short_digest(after)} meanwhile"
-    return ""
+        return False, f"another client moved it on to {short_digest(after)} meanwhile"
+    return True, ""

@@ -314,3 +314,28 @@ def test_a_later_move_from_where_this_one_left_the_tag_is_no_rival():
     result = rollback(store)
     assert result.changed and result.target == digest_of(2)
     assert [(m.previous, m.to) for m in store.log[3:]] == [(digest_of(2), digest_of(1)), (digest_of(3), digest_of(2))]
+
+
+def test_a_move_that_names_its_image_starts_from_where_another_writer_left_the_tag():
+    """rollback --to, promote, build and import do not depend on where the tag was: they re-plan."""
+    store = three_builds()
+    store.hooks["log_position"] = lambda tag: other_writer(store, 2)  # between the plan and the PUT
+    result = rollback(store, to=tag_on(1))
+    assert result.changed and result.previous == digest_of(2) and store.tag_map["latest"] == digest_of(1)
+    assert [(m.previous, m.to) for m in store.log[3:]] == [(digest_of(3), digest_of(2)), (digest_of(2), digest_of(1))]
+    assert store.log[-1].from_tag == tag_on(2)
+
+
+def test_a_move_that_names_its_image_and_lands_after_another_is_logged_after_it():
+    store = three_builds()
+    store.hooks["point"] = lambda tag, target: other_writer(store, 2)  # its whole move before this PUT landed
+    result = rollback(store, to=tag_on(1))
+    assert result.changed and store.tag_map["latest"] == digest_of(1) and "after test@host (rollback" in result.note
+    assert [(m.previous, m.to) for m in store.log[3:]] == [(digest_of(3), digest_of(2)), (digest_of(2), digest_of(1))]
+
+
+def test_a_move_another_writer_already_made_changes_nothing():
+    store = three_builds()
+    store.hooks["log_position"] = lambda tag: other_writer(store, 1)
+    result = rollback(store, to=tag_on(1))
+    assert not result.changed and result.note == "another writer moved it there" and len(store.log) == 4
