@@ -98,7 +98,7 @@ def base_resolver(config: Config, engine: Engine) -> DigestOf:
 def plan_entry(plan: Plan, store: TagStore) -> PlanEntry:
     """What :func:`build_one` would do with ``plan``: reuse the image with its build key (one tag listing), unless
     ``--force``, else build it."""
-    name = plan.repository.path.rsplit("/", 1)[-1]
+    name = _short_name(plan.repository)
     tag = None if plan.request.options.force else store.tag_with_key(plan.key)
     if tag is not None:
         return PlanEntry(name, "reuse", plan.repository.familiar, tag=tag, key=plan.key)
