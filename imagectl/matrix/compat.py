@@ -12,6 +12,7 @@ from packaging.version import Version
 
 from ..errors import InputError
 from ..grammar import check_driver, check_python, check_version, driver_key
+from .admission import FORWARD, admission
 from .archs import describe, match_arch, newer_than_build, no_match
 from .gpus import find_gpu, gpu_driver_reasons
 from .model import CudaToolkit, Framework, Gpu, Matrix, Profile, Release
@@ -27,6 +28,8 @@ class Verdict:
     ok: bool
     reasons: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    # what lets it run: "full support", "minor-version compatibility" or FORWARD (see .admission); "" when it cannot
+    mechanism: str = ""
 
 
 LockOf = Callable[[Profile], LockedCuda | None]  # the CUDA a profile's applying lock installs (None: no lock)
@@ -44,16 +47,48 @@ def profile_archs(profile: Profile, toolkit: CudaToolkit | None = None) -> tuple
     return profile.variant.archs or (toolkit or profile.toolkit).archs
 
 
-def driver_verdict(toolkit: CudaToolkit, driver: str) -> tuple[list[str], list[str]]:
-    """(reasons it cannot run, notes) for ``driver`` against ``toolkit``'s floors."""
-    t = toolkit
+MINOR = "minor-version compatibility"
+FULL = "full support"
+
+
+def driver_verdict(toolkit: CudaToolkit, driver: str, who: str = "") -> tuple[list[str], list[str]]:
+    """(reasons it cannot run, notes) for the CUDA driver ``driver`` (``who`` names it: ``driver X`` by default)
+    against ``toolkit``'s floors."""
+    t, who = toolkit, who or f"driver {driver}"
     if driver_key(driver) >= driver_key(t.min_driver):
         return [], []
     if driver_key(driver) >= driver_key(t.min_driver_compat):
-        return [], [f"driver {driver} < {t.min_driver}:"
-                    " runs under CUDA minor-version compatibility (no PTX JIT of newer code)"]
-    return [f"driver {driver} is below CUDA {t.version}'s floor {t.min_driver_compat}"
+        return [], [f"{who} < {t.min_driver}:"
+                    f" runs under CUDA {MINOR} (no PTX JIT of newer code)"]
+    return [f"{who} is below CUDA {t.version}'s floor {t.min_driver_compat}"
             f" (full support from {t.min_driver})"], []
+
+
+def node_verdict(profile: Profile, toolkit: CudaToolkit, driver: str,
+                 gpu: Gpu | None) -> tuple[list[str], list[str], str]:
+    """``(reasons, notes, mechanism)`` for ``profile`` on ``driver`` (and ``gpu``), ``toolkit`` the CUDA its code needs
+    (its lock's): first whether the container runtime starts the image and on which libcuda (:func:`.admission.
+    admission`, by the image's own CUDA), then that libcuda against ``toolkit``'s floors, the GPU's driver list and
+    its binary compatibility."""
+    entry = admission(profile.toolkit, driver, gpu)
+    reasons, notes = ([entry.why], []) if entry.mechanism == "refused" else ([], [])
+    if entry.driver is not None:
+        forward = entry.mechanism == "forward"
+        who = f"the cuda-compat {profile.toolkit.version} driver ({entry.driver} or later)" if forward else ""
+        reasons, notes = driver_verdict(toolkit, entry.driver, who)
+        notes = [entry.why, *notes] if forward else notes
+    if gpu:
+        reasons += gpu_driver_reasons(gpu, driver)
+        more_reasons, more = arch_verdict(profile, gpu, entry.driver or driver, toolkit)
+        reasons, notes = reasons + more_reasons, notes + more
+    return reasons, notes, "" if reasons else _mechanism(entry.mechanism, notes)
+
+
+def _mechanism(entry: str, notes: list[str]) -> str:
+    minor = any(MINOR in n for n in notes)
+    if entry == "forward":
+        return FORWARD + (f" and {MINOR}" if minor else "")
+    return MINOR if minor else FULL
 
 
 def arch_verdict(profile: Profile, gpu: Gpu, driver: str | None = None,
@@ -82,15 +117,16 @@ def profile_verdict(profile: Profile, driver: str, gpu: Gpu | None,
                     lock_of: LockOf | None = None) -> tuple[list[str], list[str]]:
     """(reasons, notes) for ``profile`` on a node with ``driver`` and optionally ``gpu``; with ``lock_of`` the
     driver floors and targets follow the CUDA runtime the profile's lock installs (:mod:`.runtime`)."""
-    toolkit, notes = runtime_toolkit(profile, lock_of(profile)) if lock_of else (profile.toolkit, [])
-    reasons, more = driver_verdict(toolkit, driver)
-    notes += more
-    if gpu:
-        reasons += gpu_driver_reasons(gpu, driver)
-        more_reasons, more = arch_verdict(profile, gpu, driver, toolkit)
-        reasons += more_reasons
-        notes += more
+    reasons, notes, _ = profile_mechanism(profile, driver, gpu, lock_of)
     return reasons, notes
+
+
+def profile_mechanism(profile: Profile, driver: str, gpu: Gpu | None,
+                      lock_of: LockOf | None = None) -> tuple[list[str], list[str], str]:
+    """:func:`profile_verdict` and what lets the profile run (``""`` when it cannot)."""
+    toolkit, notes = runtime_toolkit(profile, lock_of(profile)) if lock_of else (profile.toolkit, [])
+    reasons, more, mechanism = node_verdict(profile, toolkit, driver, gpu)
+    return reasons, notes + more, mechanism
 
 
 def node_verdicts(profiles: list[Profile], driver: str, gpu: Gpu | None,
@@ -100,8 +136,8 @@ def node_verdicts(profiles: list[Profile], driver: str, gpu: Gpu | None,
     check_driver(driver, "--driver")
     out = []
     for profile in profiles:
-        reasons, notes = profile_verdict(profile, driver, gpu, lock_of)
-        out.append(Verdict(profile.name, not reasons, tuple(reasons), tuple(notes)))
+        reasons, notes, mechanism = profile_mechanism(profile, driver, gpu, lock_of)
+        out.append(Verdict(profile.name, not reasons, tuple(reasons), tuple(notes), mechanism))
     return out
 
 
@@ -229,16 +265,14 @@ def _node_checks(combo: Combination, matrix: Matrix, profile: Profile,
                  lock_of: LockOf | None) -> tuple[list[str], list[str]]:
     """(reasons, notes) of ``check``'s ``driver=`` and ``gpu=`` items for the profile it resolved."""
     toolkit, notes = runtime_toolkit(profile, lock_of(profile)) if lock_of else (profile.toolkit, [])
-    reasons: list[str] = []
+    gpu = find_gpu(combo.gpu, matrix) if combo.gpu else None
     if combo.driver:
-        more, more_notes = driver_verdict(toolkit, combo.driver)
-        reasons, notes = reasons + more, notes + more_notes
-    if combo.gpu:
-        gpu = find_gpu(combo.gpu, matrix)
-        reasons += gpu_driver_reasons(gpu, combo.driver) if combo.driver else []
-        more, more_notes = arch_verdict(profile, gpu, combo.driver, toolkit)
-        reasons, notes = reasons + more, notes + more_notes
-    return reasons, notes
+        reasons, more, _ = node_verdict(profile, toolkit, combo.driver, gpu)
+        return reasons, notes + more
+    if gpu is None:
+        return [], notes
+    reasons, more = arch_verdict(profile, gpu, None, toolkit)
+    return reasons, notes + more
 
 
 def _find_release(fw: Framework, version: str) -> Release | None:

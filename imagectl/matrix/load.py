@@ -25,23 +25,27 @@ from ..tomlfile import key_line, line_of, parse_toml, table_line
 from ..grammar import (
     check_deb_package,
     check_driver,
+    driver_key,
     check_package_name,
     check_python,
     check_token,
     check_url,
     check_version,
 )
-from .model import BaseImages, CudaToolkit, Framework, Gpu, Matrix, OsInfo, Release, Variant
+from .model import BaseImages, CudaToolkit, Framework, Gpu, LockFloor, Matrix, OsInfo, Release, Variant
 from .names import check_name_part, check_release_version
 from .sources import MatrixSources, read_sources
 
-_TOP_KEYS = {"base", "os", "cuda", "gpus", "framework", "release"}
+_TOP_KEYS = {"base", "os", "cuda", "gpus", "driver_lists", "lock", "framework", "release"}
 # table -> the keys it may have: the one declaration of the matrix schema's keys.
 KEYS: dict[str, frozenset[str]] = {
-    "base": frozenset({"repository", "flavors", "tag", "wheel_cuda_flavor"}),
+    "base": frozenset({"repository", "flavors", "tag", "wheel_cuda_flavor", "forward_compat_brands"}),
     "os": frozenset({"python", "apt_python"}),
-    "cuda": frozenset({"release", "min_driver", "min_driver_compat", "archs", "os"}),
-    "gpus": frozenset({"arch", "min_driver", "last_branch"}),
+    "cuda": frozenset({"release", "min_driver", "min_driver_compat", "archs", "os", "forward_compat", "end_of_life"}),
+    "gpus": frozenset({"arch", "min_driver", "last_branch", "segment", "pci"}),
+    "driver_lists": frozenset({"source", "first", "newest", "listed", "missing"}),
+    "lock": frozenset({"floors"}),
+    "lock.floors": frozenset({"package", "version", "source"}),
     "framework": frozenset({"name", "label", "package", "companions", "cuda_tag", "index_url", "pypi_index_url",
                             "check", "jit_packages", "layers", "pin_extras", "lock_requires"}),
     "release": frozenset({"version", "python", "companions", "variant", "unavailable"}),
@@ -57,6 +61,9 @@ Start = Callable[[], int]  # where a table starts in its file: looked up only wh
 _SM_ARCH = re.compile(r"sm_[0-9]{2,3}")
 # a build's GPU code (a variant's archs): a cubin sm_XY or PTX compute_XY, as torch.cuda.get_arch_list() prints them
 _BUILD_ARCH = re.compile(r"(sm|compute)_[0-9]{2,3}")
+SEGMENTS = ("datacenter", "workstation", "consumer")
+_PCI = re.compile(r"[0-9A-F]{4}( [0-9A-F]{4} [0-9A-F]{4})?")  # a device ID, or device, subsystem vendor and device
+_BRAND = re.compile(r"[a-z][a-z0-9]*")  # an NVML brand as the container runtime names it: tesla, nvidiartx
 
 
 def _first_line() -> int:
@@ -108,6 +115,8 @@ def load_sources(sources: MatrixSources) -> Matrix:
     """Parse and merge the matrix files of ``sources`` (read by :func:`~.sources.read_sources`); raises MatrixError
     naming file and line."""
     parts: dict[str, dict[str, Any]] = {"os": {}, "cuda": {}, "gpus": {}, "frameworks": {}}
+    lists: dict[str, tuple[_Source, tuple[str, ...], tuple[str, ...]]] = {}
+    floors: dict[str, LockFloor] = {}
     base: BaseImages | None = None
     for path, content in sources.files:
         src = _Source(path)
@@ -121,14 +130,84 @@ def load_sources(sources: MatrixSources) -> Matrix:
         parts["os"].update(_table(src, data, "os", _os))
         parts["cuda"].update(_table(src, data, "cuda", _cuda))
         parts["gpus"].update(_gpus(src, data.get("gpus", {})))
+        lists.update(_driver_lists(src, data["driver_lists"]) if "driver_lists" in data else {})
+        floors.update(_lock_floors(src, data["lock"]) if "lock" in data else {})
         if "framework" in data or "release" in data:
             fw = _framework(src, data)
             parts["frameworks"][fw.name] = _merge_framework(parts["frameworks"].get(fw.name), fw)
     if base is None:
         raise MatrixError(f"{', '.join(str(d) for d in sources.dirs)}: no matrix file declares [base]")
-    matrix = Matrix(base=base, files=tuple(path for path, _ in sources.files), **parts)
+    parts["gpus"] = _with_lists(parts["gpus"], lists)
+    parts["cuda"] = {k: replace(t, forward_compat_brands=base.forward_compat_brands) for k, t in parts["cuda"].items()}
+    matrix = Matrix(base=base, files=tuple(path for path, _ in sources.files),
+                    lock_floors=tuple(floors[name] for name in sorted(floors)), **parts)
     _check_references(matrix)
     return matrix
+
+
+def _with_lists(gpus: dict[str, Gpu], lists: dict[str, tuple[_Source, tuple[str, ...], tuple[str, ...]]]
+                ) -> dict[str, Gpu]:
+    """``gpus`` with the generated driver lists (``[driver_lists]``) of each GPU; raises MatrixError for a list of a
+    GPU no ``[gpus]`` table declares."""
+    out = dict(gpus)
+    for name, (src, listed, missing) in lists.items():
+        if name not in out:
+            raise src.error(f"[driver_lists] {name!r} is not a GPU of any [gpus] table", f'"{name}"')
+        out[name] = replace(out[name], listed=listed, missing=missing)
+    return out
+
+
+def _driver_lists(src: _Source, body: Any) -> dict[str, tuple[_Source, tuple[str, ...], tuple[str, ...]]]:
+    """``[driver_lists]`` (matrices/gpu-drivers.toml, generated by tools/gpu_driver_lists.py): per GPU the release
+    ranges ``FIRST..LAST`` (one branch each) whose supported-GPU list does and does not name it; raises
+    MatrixError naming the line."""
+    body = _as_table(src, body, "driver_lists")
+    src.known_keys(body, "driver_lists", "[driver_lists]", src.line("[driver_lists]"))
+    tables = {key: _as_table(src, body.get(key, {}), f"driver_lists.{key}") for key in ("listed", "missing")}
+    out = {}
+    for name in sorted(set(tables["listed"]) | set(tables["missing"])):
+        ranges = [tuple(_driver_range(src, r, name) for r in
+                        _strings(src, tables[key].get(name, []), f"[driver_lists.{key}] {name!r}", f'"{name}"'))
+                  for key in ("listed", "missing")]
+        out[name] = (src, ranges[0], ranges[1])
+    return out
+
+
+def _driver_range(src: _Source, text: str, name: str) -> str:
+    """``FIRST..LAST``: two driver versions of one branch, in order; raises MatrixError otherwise."""
+    first, sep, last = text.partition("..")
+    if not sep:
+        raise src.error(f"[driver_lists] {name!r}: {text!r} is not FIRST..LAST within one driver branch", f'"{name}"')
+    ends = [src.check(check_driver, v, f"[driver_lists] {name!r} range {text!r}", f'"{name}"') for v in (first, last)]
+    if ends[0].split(".")[0] != ends[1].split(".")[0] or driver_key(ends[0]) > driver_key(ends[1]):
+        raise src.error(f"[driver_lists] {name!r}: {text!r} is not FIRST..LAST within one driver branch", f'"{name}"')
+    return text
+
+
+def _lock_floors(src: _Source, body: Any) -> dict[str, LockFloor]:
+    """``[lock] floors = [{ package = "setuptools", version = "65.5.1", source = "CVE-..." }]``: the security floors of
+    every lock, each with its advisory; raises MatrixError naming the line."""
+    body = _as_table(src, body, "lock")
+    start = src.line("[lock]")
+    src.known_keys(body, "lock", "[lock]", start)
+    floors = body.get("floors", [])
+    if not isinstance(floors, list) or not all(isinstance(f, dict) for f in floors):
+        raise src.error("[lock] floors must be a list of { package, version, source } tables", "floors", start)
+    out = {}
+    for floor in floors:
+        src.known_keys(floor, "lock.floors", "[lock] floors", start)
+        package = canonical(src.check(check_package_name, _require(src, floor, "package", "lock"), "floor", "floors"))
+        version = src.check(check_version, _require(src, floor, "version", "lock"), f"floor {package}", "floors")
+        source = _require(src, floor, "source", "lock")
+        if not isinstance(source, str) or not source.strip():
+            raise src.error(f"[lock] floor {package}: source must name the advisory (CVE-...)", "floors", start)
+        out[package] = LockFloor(package, version, " ".join(source.split()))
+    return out
+
+
+def canonical(name: str) -> str:
+    """The PEP 503 normalised name of a package."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _check_references(matrix: Matrix) -> None:
@@ -210,7 +289,13 @@ def _base(src: _Source, body: Any) -> BaseImages:
     except ValidationError as exc:
         raise src.error(f"[base] tag {tag!r} makes no valid reference: {exc}", "tag", start) from None
     wheel_flavor = _wheel_cuda_flavor(src, body.get("wheel_cuda_flavor"), flavors, start)
-    return BaseImages(repository=repo, flavors=flavors, tag=tag, wheel_cuda_flavor=wheel_flavor)
+    brands = _strings(src, body.get("forward_compat_brands", []), "forward_compat_brands", "forward_compat_brands")
+    for brand in brands:
+        if not _BRAND.fullmatch(brand):
+            raise src.error(f"[base] forward_compat_brands: {brand!r} is not a brand name such as tesla",
+                            "forward_compat_brands", start)
+    return BaseImages(repository=repo, flavors=flavors, tag=tag, wheel_cuda_flavor=wheel_flavor,
+                      forward_compat_brands=brands)
 
 
 def _wheel_cuda_flavor(src: _Source, value: Any, flavors: tuple[str, ...], start: Start) -> str | None:
@@ -250,7 +335,18 @@ def _cuda(src: _Source, name: str, body: dict[str, Any]) -> CudaToolkit:
             raise src.error(f"[cuda.{name}] archs: {arch!r} is not sm_XY", arch)
     os_names = _strings(src, _require(src, body, "os", needle), "os", "os")
     oses = tuple(src.check(check_token, o, "OS", needle) for o in os_names)
-    return CudaToolkit(name, release, drivers[0], drivers[1], archs, oses)
+    branches = body.get("forward_compat", [])
+    if not isinstance(branches, list) or not all(_is_branch(b) for b in branches) or branches != sorted(set(branches)):
+        raise src.error(f"[cuda.{name}] forward_compat must list driver branches such as 535, ascending", needle)
+    eol = body.get("end_of_life")
+    if eol is not None and (not isinstance(eol, str) or not eol.strip()):
+        raise src.error(f"[cuda.{name}] end_of_life must say why and cite the source", needle)
+    return CudaToolkit(name, release, drivers[0], drivers[1], archs, oses, forward_compat=tuple(branches),
+                       end_of_life=" ".join(eol.split()) if eol else None)
+
+
+def _is_branch(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 10000
 
 
 def _gpus(src: _Source, body: Any) -> dict[str, Gpu]:
@@ -276,7 +372,14 @@ def _gpu(src: _Source, name: str, value: Any) -> Gpu:
         raise src.error(f"[gpus] {name!r}: last_branch {last!r} is not a driver branch number such as 580", needle)
     if floor is not None and last is not None and int(floor.split(".")[0]) > last:
         raise src.error(f"[gpus] {name!r}: min_driver {floor} is past its last_branch R{last}", needle)
-    return Gpu(name=name, arch=arch, min_driver=floor, last_branch=last)
+    segment = fields.get("segment")
+    if segment is not None and segment not in SEGMENTS:
+        raise src.error(f"[gpus] {name!r}: segment {segment!r} is not one of {', '.join(SEGMENTS)}", needle)
+    pci = _strings(src, fields.get("pci", []), f"[gpus] {name!r} pci", needle)
+    for value in pci:
+        if not _PCI.fullmatch(value):
+            raise src.error(f"[gpus] {name!r}: pci {value!r} is not a PCI ID such as 2335 or 25B6 10DE 14A9", needle)
+    return Gpu(name=name, arch=arch, min_driver=floor, last_branch=last, segment=segment, pci=pci)
 
 
 def _framework(src: _Source, data: dict[str, Any]) -> Framework:

@@ -36,6 +36,11 @@ class CudaToolkit:
     min_driver_compat: str  # minor-version compatibility floor
     archs: tuple[str, ...]
     os: tuple[str, ...]  # the first is the default
+    # driver branches below its own that NVIDIA's base image of this release admits under forward compatibility
+    # (its cuda-compat package), as its NVIDIA_REQUIRE_CUDA lists them: (535, 550, ...)
+    forward_compat: tuple[int, ...] = ()
+    forward_compat_brands: tuple[str, ...] = ()  # [base] forward_compat_brands, set by the loader
+    end_of_life: str | None = None  # why NVIDIA's images of this release are past end of life (with the source)
 
     @property
     def major(self) -> int:
@@ -61,6 +66,8 @@ class BaseImages:
     flavors: tuple[str, ...]
     tag: str
     wheel_cuda_flavor: str | None = None
+    # the GPU brands (NVML's, as the NVIDIA container runtime reads them) an image admits under forward compatibility
+    forward_compat_brands: tuple[str, ...] = ()
 
     def default_flavor(self, variant: Variant) -> str:
         """The flavour a profile of ``variant`` has when its name has no flavour suffix."""
@@ -200,6 +207,21 @@ class Gpu:
     arch: str  # "sm_120"
     min_driver: str | None = None  # the first driver release that knows it; None: not recorded
     last_branch: int | None = None  # the last driver branch that supports it (580 for Volta); None: ongoing
+    segment: str | None = None  # "datacenter", "workstation" or "consumer"; None: not known (a GPU given as sm_XY)
+    pci: tuple[str, ...] = ()  # its PCI IDs in NVIDIA's supported-GPU lists ("2335", "25B6 10DE 14A9")
+    # the driver releases whose supported-GPU list names it, and those whose list does not: "FIRST..LAST" ranges
+    # within one branch (matrices/gpu-drivers.toml, generated); empty: no list recorded
+    listed: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LockFloor:
+    """A security floor of every lock: ``package`` at ``version`` or later, whatever the lock's as-of date."""
+
+    package: str  # canonical name
+    version: str
+    source: str  # the advisory that sets it: "CVE-2022-40897: ReDoS in package_index, fixed in 65.5.1"
 
 
 @dataclass(frozen=True)
@@ -212,6 +234,7 @@ class Matrix:
     gpus: Mapping[str, Gpu]
     frameworks: Mapping[str, Framework]
     files: tuple[Path, ...] = field(default=())
+    lock_floors: tuple[LockFloor, ...] = ()
 
 
 @dataclass(frozen=True)

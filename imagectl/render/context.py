@@ -21,6 +21,7 @@ from ..image_spec import ImageSpec
 from ..labels import labels_for
 from ..lock.layers import split_layers
 from ..lock.lockfile import Lock, canonical_name, requirement_lines
+from ..matrix.admission import require_cuda
 from ..matrix.facts import profile_facts
 from ..matrix.model import Profile
 from ..pip_index import configured_index, extra_index_urls, index_url
@@ -74,14 +75,19 @@ def cuda_home(profile: Profile) -> str:
 def image_env(profile: Profile) -> dict[str, str]:
     """Environment variables users expect in the image: versions, the driver requirement, what the NVIDIA
     container runtime exposes (stated, not inherited: a ``base`` flavour or a ``--base`` image may lack them)
-    and, on a flavour with the CUDA toolkit, ``CUDA_HOME``."""
+    and, on a flavour with the CUDA toolkit, ``CUDA_HOME``.
+
+    ``NVIDIA_REQUIRE_CUDA`` is NVIDIA's own for the release (:func:`~imagectl.matrix.admission.require_cuda`:
+    ``cuda>=X.Y`` or a forward-compatible branch on a data-center brand), so the runtime starts the image on exactly
+    the drivers ``compat`` calls compatible; ``NVIDIA_DISABLE_REQUIRE`` is not set: on other drivers the image's
+    cuda-compat libraries would take the host's place and fail (CUDA error 804 on a consumer GPU)."""
     fw = profile.framework.name.upper().replace("-", "_")
     env = {
         "IMAGECTL_PROFILE": profile.name,
         f"{fw}_VERSION": profile.release.version,
         "IMAGECTL_CUDNN_VERSION": profile.variant.cudnn or "",
         "IMAGECTL_NCCL_VERSION": profile.variant.nccl or "",
-        "NVIDIA_REQUIRE_CUDA": f"cuda>={profile.variant.cuda}",
+        "NVIDIA_REQUIRE_CUDA": require_cuda(profile.toolkit),
         **NVIDIA_RUNTIME_ENV,
     }
     if cuda_home(profile):
@@ -90,16 +96,22 @@ def image_env(profile: Profile) -> dict[str, str]:
 
 
 def entry_context(profile: Profile) -> dict[str, str]:
-    """What the entry script (``templates/entry.sh.j2``) needs: the profile's driver floors (full and
-    minor-version compatibility), where it reads the node's driver and which entrypoint it hands over to.
-    Raises ValidationError for a floor that is not a driver version (it is interpolated into a shell script)."""
+    """What the entry script (``templates/entry.sh.j2``) needs: the profile's full-support driver (its branch is the
+    oldest ``cuda>=X.Y`` admits), the older branches its cuda-compat supports (forward compatibility), where it reads
+    the node's driver and which entrypoint it hands over to: it judges a driver as
+    :func:`~imagectl.matrix.admission.admission` does.  Raises ValidationError for a floor that is not a driver
+    version or a branch that is not a number (they are interpolated into a shell script)."""
     toolkit = profile.toolkit
+    branches = [str(b) for b in toolkit.forward_compat]
+    for value in branches:
+        if not value.isdigit():
+            raise ValidationError(f"cuda.{toolkit.version}.forward_compat: {value!r} is not a driver branch")
     return {
         "path": ENTRY_PATH,
         "profile": check_text(profile.name, "profile name"),
         "cuda": check_version(toolkit.version, "cuda version"),
         "min_driver": check_driver(toolkit.min_driver, f"cuda.{toolkit.version}.min_driver"),
-        "min_driver_compat": check_driver(toolkit.min_driver_compat, f"cuda.{toolkit.version}.min_driver_compat"),
+        "forward_compat": " ".join(branches),
         "driver_version_file": DRIVER_VERSION_FILE,
         "next_entrypoint": BASE_ENTRYPOINT,
     }

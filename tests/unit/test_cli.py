@@ -108,10 +108,10 @@ def test_validate_unreadable_matrix_exit_2(run_cli, tmp_path):
 
 
 def test_compat(run_cli):
-    r = run_cli("compat", "--driver", "470.82.01", "--json")
+    r = run_cli("compat", "--driver", "450.80.02", "--json")
     verdicts = {v["name"]: v for v in json.loads(r.out)}
     assert r.code == 0 and not verdicts["torch-2.3-cu121"]["compatible"]
-    assert "floor" in verdicts["torch-2.3-cu121"]["reasons"][0]
+    assert "below CUDA 12.1's driver branch R530" in verdicts["torch-2.3-cu121"]["reasons"][0]
     r = run_cli("compat", "--driver", "570.124.06", "--gpu", "sm_100", "--all")
     assert "no    torch-2.3-cu121: sm_100 cannot run torch 2.3.1+cu121" in r.out
     runnable = run_cli("compat", "--driver", "570.124.06", "--gpu", "sm_100")

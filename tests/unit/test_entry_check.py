@@ -1,7 +1,9 @@
 """The entry check (templates/entry.sh.j2): the rendered script run with dash and bash on the host, under a fake
 ``nvidia-smi`` on PATH, a fake ``/proc/driver/nvidia/version`` and a fake base entrypoint.
 
-The fixture matrix's CUDA 12.1 floors: 530.30.02 (full compatibility), 525.60.13 (minor-version compatibility).
+The fixture matrix's CUDA 12.1: full support from 530.30.02 (R530); the fixture records no forward-compatible
+branches, so the node fixture adds NVIDIA's (R470 and R525, from 12.1.1's NVIDIA_REQUIRE_CUDA) where a test needs
+them.
 """
 
 from __future__ import annotations
@@ -57,19 +59,28 @@ class Node:
                               env={"PATH": str(self.bin), **(env or {})})
 
 
-@pytest.fixture
-def node(matrix, tmp_path) -> Node:
+def with_forward_compat(profile, branches):
+    """``profile`` whose toolkit's cuda-compat supports the driver ``branches`` (forward compatibility)."""
+    return dataclasses.replace(profile, toolkit=dataclasses.replace(profile.toolkit, forward_compat=tuple(branches)))
+
+
+def make_node(profile, tmp_path) -> Node:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in ("sh", "timeout", "env"):
         os.symlink(shutil.which(tool), bin_dir / tool)
     version_file, next_entrypoint = tmp_path / "proc-version", tmp_path / "base-entrypoint.sh"
-    context = render_context(ImageSpec(resolve_profile(PROFILE, matrix)), Config())
+    context = render_context(ImageSpec(profile), Config())
     context["entry"] = {**context["entry"], "driver_version_file": str(version_file),
                         "next_entrypoint": str(next_entrypoint)}
     script = tmp_path / "entry.sh"
     script.write_text(render_template(make_environment(template_dirs(Config())), ENTRY_TEMPLATE, context))
     return Node(tmp_path, script, bin_dir, version_file, next_entrypoint)
+
+
+@pytest.fixture
+def node(matrix, tmp_path) -> Node:
+    return make_node(with_forward_compat(resolve_profile(PROFILE, matrix), [470, 525]), tmp_path)
 
 
 def one_warning(result: subprocess.CompletedProcess[str]) -> str:
@@ -79,22 +90,34 @@ def one_warning(result: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_a_driver_below_the_compatibility_floor_warns_once_and_keeps_the_exit_status(node, shell):
-    node.driver("470.57.02")
+def test_a_driver_no_mechanism_admits_warns_once_and_keeps_the_exit_status(node, shell):
+    node.driver("450.80.02")  # R450: older than R530 and not a branch the cuda-compat supports
     result = node.run(shell, "sh", "-c", 'echo "ran $1"; exit 3', "sh", "with args")
     assert result.returncode == 3 and result.stdout == "ran with args\n"
     line = one_warning(result)
-    assert "470.57.02 is below 525.60.13" in line and "CUDA 12.1" in line and line.endswith("will not run")
-    assert PROFILE in line
+    assert "450.80.02 (R450) is below CUDA 12.1's driver branch R530" in line and line.endswith("will not run")
+    assert "supports no R450" in line and PROFILE in line
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_a_driver_between_the_floors_runs_only_under_minor_version_compatibility(node, shell):
-    node.driver("528.02")
+@pytest.mark.parametrize("version", ["470.57.02", "525.60.13", "525.147.05"])
+def test_a_forward_compatible_branch_runs_only_under_forward_compatibility(node, shell, version):
+    node.driver(version)
     result = node.run(shell, "sh", "-c", "exit 0")
     line = one_warning(result)
-    assert result.returncode == 0 and "528.02 is below 530.30.02" in line
-    assert "runs only under minor-version compatibility" in line
+    assert result.returncode == 0 and f"{version} (R{version.split('.')[0]}) is below CUDA 12.1's driver branch" in line
+    assert line.endswith("runs only under forward compatibility (the image's cuda-compat libraries), on data-center "
+                         "GPUs only")
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_an_earlier_release_of_the_branch_runs_only_under_minor_version_compatibility(matrix, tmp_path, shell):
+    node = make_node(resolve_profile("torch-2.7-cu128", matrix), tmp_path)  # CUDA 12.8: 570.124.06
+    node.driver("570.86.16")
+    line = one_warning(node.run(shell, "sh", "-c", "exit 0"))
+    assert "570.86.16 is below 570.124.06" in line and "runs only under minor-version compatibility" in line
+    node.driver("550.54.15")  # the fixture's 12.8 records no forward-compatible branch
+    assert one_warning(node.run(shell, "sh", "-c", "exit 0")).endswith("will not run")
 
 
 @pytest.mark.parametrize("shell", SHELLS)
@@ -114,7 +137,8 @@ def test_no_nvidia_smi_and_no_driver_is_silent(node, shell):
 @pytest.mark.parametrize("shell", SHELLS)
 @pytest.mark.parametrize("line, warned", [
     ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.57.02  Tue Jul 13 16:14:05 UTC 2021", "470.57.02"),
-    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  528.02  Release Build  (dvs-builder@U16)", "528.02"),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  450.80.02  Release Build  (dvs-builder@U16)",
+     "450.80.02"),
     ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build  (dvs-builder@U16)", None),
 ])
 def test_the_kernel_module_version_file_is_the_fallback(node, shell, line, warned):
@@ -122,7 +146,7 @@ def test_the_kernel_module_version_file_is_the_fallback(node, shell, line, warne
     result = node.run(shell, "sh", "-c", "exit 0")
     assert result.returncode == 0
     if warned:
-        assert f"driver {warned} is below" in one_warning(result)
+        assert f"driver {warned} (R{warned.split('.')[0]}) is below" in one_warning(result)
     else:
         assert result.stderr == ""
 
@@ -182,7 +206,7 @@ def test_it_hands_over_to_the_base_entrypoint_where_the_base_has_one(node, shell
 def test_the_shipped_script_reads_nvidia_smi_then_the_kernel_module(matrix):
     script = context_files(ImageSpec(resolve_profile(PROFILE, matrix)), Config())["imagectl-entry.sh"].decode()
     assert script.startswith("#!/bin/sh\n")
-    assert "imagectl_min_driver='530.30.02'\nimagectl_min_driver_compat='525.60.13'\n" in script
+    assert "imagectl_min_driver='530.30.02'\nimagectl_forward=''\n" in script  # the fixture records no branches
     assert "imagectl_version_file='/proc/driver/nvidia/version'\n" in script
     assert "imagectl_next='/opt/nvidia/nvidia_entrypoint.sh'\n" in script
     assert "nvidia-smi --query-gpu=driver_version --format=csv,noheader" in script
@@ -190,7 +214,7 @@ def test_the_shipped_script_reads_nvidia_smi_then_the_kernel_module(matrix):
 
 
 @pytest.mark.parametrize("field, value", [("min_driver", "530.30.02'; touch /tmp/x; '"),
-                                          ("min_driver_compat", "$(id)")])
+                                          ("forward_compat", ("535'; touch /tmp/x; '",))])
 def test_floors_that_are_not_driver_versions_never_reach_the_script(matrix, field, value):
     profile = resolve_profile(PROFILE, matrix)
     bad = dataclasses.replace(profile, toolkit=dataclasses.replace(profile.toolkit, **{field: value}))

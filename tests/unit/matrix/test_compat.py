@@ -10,12 +10,20 @@ def verdicts(matrix, driver, gpu=None):
 
 
 def test_driver_floor(matrix):
+    # the fixture's CUDA 12.8: full support from 570.124.06 (R570); no forward-compatible branches recorded
     v = verdicts(matrix, "535.104.05")
     assert v["torch-2.3-cu121"].ok and not v["torch-2.3-cu121"].notes
+    assert v["torch-2.3-cu121"].mechanism == "full support"
+    # an R535 driver reports CUDA 12.2: `cuda>=12.8` refuses it, and no brand/branch term admits it
+    assert not v["torch-2.7-cu128"].ok
+    assert "the NVIDIA container runtime refuses to start the image" in v["torch-2.7-cu128"].reasons[0]
+    # an earlier R570 release reports 12.8 too: started, on the host's libcuda, under minor-version compatibility
+    v = verdicts(matrix, "570.86.16")
     assert v["torch-2.7-cu128"].ok and "minor-version compatibility" in v["torch-2.7-cu128"].notes[0]
+    assert v["torch-2.7-cu128"].mechanism == "minor-version compatibility"
     v = verdicts(matrix, "470.82.01")
-    assert not v["torch-2.3-cu121"].ok and "below CUDA 12.1's floor 525.60.13" in v["torch-2.3-cu121"].reasons[0]
-    assert v["torch-2.3-cu118"].ok
+    assert not v["torch-2.3-cu121"].ok and "below CUDA 12.1's driver branch R530" in v["torch-2.3-cu121"].reasons[0]
+    assert not v["torch-2.3-cu118"].ok
 
 
 def test_blackwell_needs_cuda_12_8(matrix):
@@ -47,7 +55,8 @@ def test_check_combination(matrix):
     combo = parse_combination(("torch==2.3", "cuda=11.8", "python=3.13", "cudnn=8.9", "driver=450.80.02"), matrix)
     reasons, notes, profile = check_combination(combo, matrix)
     assert any("Python 3.13" in r for r in reasons) and any("cudnn 8.7.0.84, not 8.9" in r for r in reasons)
-    assert notes  # 450.80.02 is the minor-compat floor of 11.x
+    # 450.80.02 is 11.x's minor-version floor, but R450 is older than CUDA 11.8's R520: the runtime refuses the image
+    assert any("NVIDIA container runtime refuses" in r for r in reasons)
     reasons, _, _ = check_combination(parse_combination(("torch==2.3.1", "cuda=12.4"), matrix), matrix)
     assert reasons == ["torch 2.3.1 has no CUDA 12.4 build (published: 12.1, 11.8)"]
 

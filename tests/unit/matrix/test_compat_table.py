@@ -8,6 +8,12 @@ Sources (the same tags as the matrix files cite):
   [archmatrix] NVIDIA Data Center Drivers, "CUDA Toolkit, Driver, and Architecture Matrix" (Volta: last R580)
   [relnotes] CUDA release notes, Table 3 and the minor-version compatibility floors (matrices/cuda.toml)
   [lock]    matrices/locks/jax-0.12.0.1-cuda12-py3.12.txt: nvidia-cuda-runtime-cu12==12.9.79
+  [list]    matrices/gpu-drivers.toml: the releases whose open-gpu-kernel-modules README "Compatible GPUs" table names
+            the GPU (tools/gpu_driver_lists.py over every release tag 515.48.07 .. 595.45.04)
+  [require] NVIDIA_REQUIRE_CUDA of NVIDIA's base image of the profile's CUDA release (dist/<release>/ubuntu2204/base/
+            Dockerfile): `cuda>=X.Y` (the driver's own CUDA version: every release of a branch reports its branch's)
+            or, on a listed forward-compatible branch, a data-center brand; the image renders the same
+  [fwdcompat] docs.nvidia.com/deploy/cuda-compatibility, "Forward Compatibility": data-center GPUs only
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import pytest
 
 from imagectl.config import Config
 from imagectl.lock.runtime import lock_reader
-from imagectl.matrix.compat import profile_verdict
+from imagectl.matrix.compat import node_verdicts, profile_verdict
 from imagectl.matrix.gpus import find_gpu
 from imagectl.matrix.names import resolve_profile
 
@@ -48,11 +54,21 @@ ROWS = [
     ("H100", "535.104.05", "torch-2.0-cu118", True),
     # R515 predates Hopper: H100's first driver is 520.56.06 [okm]
     ("H100", "515.65.01", "torch-2.0-cu118", False),
-    # H200 needs R550 (550.40.65) [okm]: an R535 driver cannot drive it, R550 can
+    # H200 is in no R535 list, and in R550 only from 550.40.65 to 550.40.85 and from 550.90.07 on [list]
     ("H200", "535.104.05", "torch-2.3-cu121", False),
-    ("H200", "550.54.15", "torch-2.3-cu121", True),
-    # GB10 (sm_121) runs the sm_120 cubin, B300 (sm_103) the sm_100 one [bincompat]; their drivers [okm]
-    ("GB10", "580.95.05", "torch-2.8-cu128", True),
+    ("H200", "550.54.15", "torch-2.3-cu121", False),   # issue 21: absent from 550.54.14 .. 550.78
+    ("H200", "550.90.07", "torch-2.3-cu121", True),
+    # H100 SXM is absent from 525.60.13 and 525.78.01 [list]; torch 2.0 cu118 runs on R525 (CUDA 11.8's R520 below)
+    ("H100 SXM", "525.60.13", "torch-2.0-cu118", False),
+    ("H100 SXM", "525.85.05", "torch-2.0-cu118", True),
+    # L4: listed 525.47.22 .. 525.47.35, then from 525.105.17 [list]: not in 525.60.13's list
+    ("L4", "525.60.13", "torch-2.0-cu117", False),
+    ("L4", "525.105.17", "torch-2.0-cu117", True),
+    # GB10 (sm_121) runs the sm_120 cubin, B300 (sm_103) the sm_100 one [bincompat]; GB10 is listed in 580.94.13 and
+    # from 580.119.02, not in 580.95.05 or 580.105.08 [list]
+    ("GB10", "580.95.05", "torch-2.8-cu128", False),
+    ("GB10", "580.105.08", "torch-2.8-cu128", False),
+    ("GB10", "580.119.02", "torch-2.8-cu128", True),
     ("B300", "580.95.05", "torch-2.11-cu130", True),
     ("B300", "575.57.08", "torch-2.8-cu128", False),
     # JAX cuda12 installs CUDA 12.9 [lock], whose nvcc targets sm_100; 575.57.08 is 12.9's floor [relnotes]
@@ -62,10 +78,43 @@ ROWS = [
     ("B200", "580.95.05", "jax-0.12-cuda13", True),
     # an arch alone: every known sm_120 GPU needs 570.86.16 or later [okm]
     ("sm_120", "560.35.05", "torch-2.8-cu128", False),
-    # 450.80.02 is CUDA 11.x's minor-version floor [relnotes]; A100 predates every floor here
-    ("A100", "450.80.02", "torch-2.0-cu117", True),
-    # 470.82.01 is below CUDA 12.x's minor-version floor 525.60.13 [relnotes]
-    ("T4", "470.82.01", "torch-2.3-cu121", False),
+    # 450.80.02 is CUDA 11.x's minor-version floor [relnotes], but R450 is older than 11.7's R515 and not a branch its
+    # cuda-compat supports (11.7.1 lists R470 only) [require]: the runtime refuses the image
+    ("A100", "450.80.02", "torch-2.0-cu117", False),
+    ("A100", "470.82.01", "torch-2.0-cu117", True),    # R470: forward compatibility, a data-center GPU [require]
+    # 12.1.1's NVIDIA_REQUIRE_CUDA admits R470 (and R525) for data-center brands: forward compatibility [require]
+    ("T4", "470.82.01", "torch-2.3-cu121", True),
+    ("RTX 3090", "470.82.01", "torch-2.3-cu121", False),  # ... not for GeForce [require] [fwdcompat]
+    # issue 21: a data-center GPU on a driver below the CUDA release's own branch runs under forward compatibility
+    # where the release's cuda-compat supports that branch [require]: R550 for 12.8.2, R570 and R535 for 13.0.3,
+    # R580 for 13.2.1; a consumer GPU on the same driver cannot [fwdcompat]
+    ("H100", "550.54.15", "torch-2.8-cu128", True),
+    ("RTX 4090", "550.54.15", "torch-2.8-cu128", False),
+    ("H100", "570.124.06", "torch-2.12-cu130", True),
+    ("A100", "535.104.05", "torch-2.12-cu130", True),
+    ("H100", "580.95.05", "torch-2.15-cu132", True),
+    ("RTX 5090", "580.95.05", "torch-2.15-cu132", False),
+    ("H100", "550.54.15", "jax-0.12-cuda12", True),       # the 12.6.3 base admits R550 [require]
+    ("RTX 4090", "550.54.15", "jax-0.12-cuda12", False),
+    # 12.8.2's cuda-compat no longer lists R470 (12.8.1's did) [require]: too old for torch 2.8 cu128 anywhere
+    ("A100", "470.82.01", "torch-2.8-cu128", False),
+    # R555 is no forward-compatible branch of 12.8.2 [require]: refused although >= 12.x's minor floor 525.60.13
+    ("H100", "555.42.06", "torch-2.8-cu128", False),
+    # the full-support floor: 570.124.06 is 12.8 Update 1's [relnotes]; an earlier R570 release is started
+    # (it reports CUDA 12.8) and runs under minor-version compatibility
+    ("H100", "570.124.06", "torch-2.8-cu128", True),
+    ("RTX 4090", "570.86.16", "torch-2.8-cu128", True),
+    # a workstation GPU is not a data-center GPU: no forward compatibility [fwdcompat]
+    ("RTX 6000 Ada", "550.54.15", "torch-2.8-cu128", False),
+]
+
+MECHANISMS = [
+    # profile, driver, GPU, the mechanism compat names
+    ("torch-2.8-cu128", "570.124.06", "H100", "full support"),
+    ("torch-2.8-cu128", "570.86.16", "RTX 4090", "minor-version compatibility"),
+    ("torch-2.8-cu128", "550.54.15", "H100", "forward compatibility (cuda-compat, data-center GPUs only)"),
+    ("jax-0.12-cuda12", "550.54.15", "H100",
+     "forward compatibility (cuda-compat, data-center GPUs only) and minor-version compatibility"),
 ]
 
 
@@ -93,10 +142,27 @@ def test_the_verdict_says_which_rule_applied(shipped_matrix, locks):
     reasons, _ = verdict("H100", "535.104.05", "torch-2.0-cu117")
     assert "a newer CUDA build is needed" in reasons[0]
     reasons, _ = verdict("RTX 5090", "550.54.15", "torch-2.7-cu128")
-    assert reasons == ["driver 550.54.15 predates RTX 5090 (sm_120): the first driver that knows it is 570.86.16"
-                       " (R570)"]
+    assert "RTX 5090 is a consumer GPU: NVIDIA_REQUIRE_CUDA admits no GeForce brand on R550" in reasons[0]
+    assert reasons[1] == ("RTX 5090 (sm_120) is not in driver 550.54.15's supported-GPU list (NVIDIA's "
+                          "open-gpu-kernel-modules README, \"Compatible GPUs\"; no R550 release read lists it; listed "
+                          "from 570.86.16)")
+    reasons, _ = verdict("H200", "550.54.15", "torch-2.3-cu121")
+    assert reasons == ["H200 (sm_90) is not in driver 550.54.15's supported-GPU list (NVIDIA's open-gpu-kernel-modules "
+                       "README, \"Compatible GPUs\"; listed in 550.40.65..550.40.85, 550.90.07..550.163.01)"]
+    reasons, _ = verdict("B200", "560.35.05", "jax-0.12-cuda12")  # not a release read: 560.35.03 stands for it
+    assert "not in driver 560.35.03's (the nearest release read to 560.35.05) supported-GPU list" in reasons[0]
+    _, notes = verdict("H100", "550.54.15", "torch-2.8-cu128")
+    assert notes[0].startswith("under forward compatibility (cuda-compat, data-center GPUs only): driver 550.54.15 "
+                               "(R550) is below CUDA 12.8's driver branch R570")
     reasons, _ = verdict("V100", "595.58.03", "torch-2.7-cu126")
     assert reasons == ["driver 595.58.03 no longer supports V100 (sm_70): its last driver branch is R580"]
+
+
+@pytest.mark.parametrize("name, driver, gpu, mechanism", MECHANISMS)
+def test_compat_names_the_mechanism_that_admits_the_driver(shipped_matrix, locks, name, driver, gpu, mechanism):
+    profile = resolve_profile(name, shipped_matrix)
+    verdict = node_verdicts([profile], driver, find_gpu(gpu, shipped_matrix), locks)[0]
+    assert verdict.ok and verdict.mechanism == mechanism
 
 
 def test_jax_follows_its_lock(shipped_matrix, locks):
@@ -112,6 +178,7 @@ def test_compat_cli_says_no_for_an_rtx_5090_on_r550(run_cli):
     r = run_cli("compat", "--driver", "550.54.15", "--gpu", "RTX 5090")
     assert r.code == 0 and r.out == "" and r.err.startswith("0 of ")  # nothing runs: nothing listed
     r = run_cli("compat", "--driver", "550.54.15", "--gpu", "RTX 5090", "--all")
-    assert "no    torch-2.7-cu128: driver 550.54.15 predates RTX 5090 (sm_120)" in r.out
+    assert "no    torch-2.7-cu128: driver 550.54.15 (R550) is below CUDA 12.8's driver branch R570" in r.out
+    assert "RTX 5090 (sm_120) is not in driver 550.54.15's supported-GPU list" in r.out
     r = run_cli("check", "torch==2.7.1", "cuda=12.8", "driver=550.54.15", "gpu=RTX 5090")
-    assert r.code == 1 and "predates RTX 5090" in r.out
+    assert r.code == 1 and "RTX 5090 is a consumer GPU" in r.out

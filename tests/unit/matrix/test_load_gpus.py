@@ -74,3 +74,64 @@ def test_every_shipped_pypi_torch_build_records_its_archs(shipped_matrix):
     missing = [r.version for r in shipped_matrix.frameworks["torch"].releases for v in r.variants
                if v.pypi and not v.archs]
     assert missing == []
+
+
+# --- issue 21: segments, PCI IDs, generated driver lists, forward-compatible branches, lock floors --------------
+
+
+def test_gpus_take_a_segment_and_pci_ids_and_a_generated_list_lands_on_them(matrix_copy):
+    with_gpus(matrix_copy, '"X1" = { arch = "sm_90", segment = "datacenter", pci = ["2335", "25B6 10DE 14A9"] }')
+    matrix_copy.write("zz-lists.toml", '[driver_lists]\nsource = "test"\n[driver_lists.listed]\n'
+                                       '"X1" = ["550.40.65..550.40.85"]\n[driver_lists.missing]\n'
+                                       '"X1" = ["550.54.14..550.78"]\n')
+    gpu = matrix_copy.load().gpus["X1"]
+    assert (gpu.segment, gpu.pci) == ("datacenter", ("2335", "25B6 10DE 14A9"))
+    assert (gpu.listed, gpu.missing) == (("550.40.65..550.40.85",), ("550.54.14..550.78",))
+
+
+@pytest.mark.parametrize("gpus, lists, message", [
+    ('"X1" = { arch = "sm_90", segment = "server" }', "", "segment 'server' is not one of datacenter"),
+    ('"X1" = { arch = "sm_90", pci = ["0x2335"] }', "", "pci '0x2335' is not a PCI ID"),
+    ('"X1" = "sm_90"', '"X2" = ["550.40.65..550.40.85"]', "'X2' is not a GPU of any \\[gpus\\] table"),
+    ('"X1" = "sm_90"', '"X1" = ["550.40.65..555.42.02"]', "not FIRST..LAST within one driver branch"),
+    ('"X1" = "sm_90"', '"X1" = ["550.90.07..550.40.65"]', "not FIRST..LAST within one driver branch"),
+    ('"X1" = "sm_90"', '"X1" = ["550.40.65"]', "not FIRST..LAST within one driver branch"),
+])
+def test_bad_gpu_facts_and_lists_name_the_file(matrix_copy, gpus, lists, message):
+    with_gpus(matrix_copy, gpus)
+    if lists:
+        matrix_copy.write("zz-lists.toml", f"[driver_lists]\n[driver_lists.listed]\n{lists}\n")
+    matrix_copy.refused(message)
+
+
+@pytest.mark.parametrize("value, ok", [("[470, 525]", True), ("[525, 470]", False), ('["535"]', False),
+                                       ("[535, 535]", False), ("[true]", False)])
+def test_forward_compatible_branches_are_ascending_numbers(matrix_copy, value, ok):
+    matrix_copy.edit("cuda.toml", 'release = "12.1.1"', f'release = "12.1.1"\nforward_compat = {value}')
+    if ok:
+        assert matrix_copy.load().cuda["12.1"].forward_compat == (470, 525)
+    else:
+        matrix_copy.refused(r"\[cuda.12.1\] forward_compat must list driver branches")
+
+
+def test_the_brands_reach_every_toolkit_and_the_requirement(matrix_copy):
+    from imagectl.matrix.admission import require_cuda
+
+    matrix_copy.edit("cuda.toml", 'tag = "{cuda_release}-{flavor}-{os}"',
+                     'tag = "{cuda_release}-{flavor}-{os}"\nforward_compat_brands = ["tesla", "nvidia"]')
+    matrix_copy.edit("cuda.toml", 'release = "12.1.1"', 'release = "12.1.1"\nforward_compat = [470]')
+    m = matrix_copy.load()
+    assert require_cuda(m.cuda["12.1"]) == ("cuda>=12.1 brand=tesla,driver>=470,driver<471 "
+                                            "brand=nvidia,driver>=470,driver<471")
+    assert require_cuda(m.cuda["11.8"]) == "cuda>=11.8"
+
+
+def test_lock_floors_load_with_their_advisory(matrix_copy):
+    matrix_copy.write("zz-floors.toml", '[lock]\nfloors = [{ package = "Setuptools", version = "65.5.1", '
+                                        'source = "CVE-2022-40897" }]\n')
+    floor = matrix_copy.load().lock_floors[0]
+    assert (floor.package, floor.version, floor.source) == ("setuptools", "65.5.1", "CVE-2022-40897")
+    matrix_copy.write("zz-floors.toml", '[lock]\nfloors = [{ package = "wheel", version = "0.38.1" }]\n')
+    matrix_copy.refused("is missing 'source'")
+    matrix_copy.write("zz-floors.toml", '[lock]\nfloors = [{ package = "wheel", version = "0.38.1", source = " " }]\n')
+    matrix_copy.refused("source must name the advisory")

@@ -127,12 +127,18 @@ def test_numpy_is_in_every_torch_lock(shipped_matrix):
 # --- item 9: base tags -------------------------------------------------------------------------------------
 
 
-def test_no_base_tag_without_a_source(shipped_matrix):
-    """12.8.2-*-ubuntu20.04 tags have no source (12.8.1 and 12.9.1 do): the matrix makes none."""
-    assert "ubuntu20.04" not in shipped_matrix.cuda["12.8"].os
+def test_the_12_8_2_ubuntu20_04_base_tags_are_back_with_their_source(shipped_matrix):
+    """NVIDIA's doc/supported-tags.md (the copy whose newest entry is 13.2.1) lists 12.8.2-{base,runtime,devel}-
+    ubuntu20.04 (issue 21, item 4): the matrix makes them again, cites that list, and torch-2.8-cu128-py3.9 resolves
+    (Python 3.9 is only in Ubuntu 20.04's archive among 12.8's OSes)."""
+    assert shipped_matrix.cuda["12.8"].os == ("ubuntu22.04", "ubuntu24.04", "ubuntu20.04")
     tags = {str(p.base_image) for p in resolvable_profiles(shipped_matrix)}
-    assert not any(":12.8.2-" in t and t.endswith("-ubuntu20.04") for t in tags)
-    assert {"docker.io/nvidia/cuda:12.6.3-base-ubuntu20.04", "docker.io/nvidia/cuda:12.9.1-runtime-ubuntu20.04"} <= tags
+    assert {f"docker.io/nvidia/cuda:12.8.2-{f}-ubuntu20.04" for f in ("base", "runtime", "devel")} <= tags
+    table = (REPO / "matrices" / "cuda.toml").read_text().split('[cuda."12.8"]')[1].split("[cuda.")[0]
+    assert "doc/supported-tags.md" in table and "13.2.1" in table and "dist/12.8.2/ubuntu2004" in table
+    profile = resolve_profile("torch-2.8-cu128-py3.9", shipped_matrix)
+    assert profile.os.name == "ubuntu20.04"
+    assert str(profile.base_image) == "docker.io/nvidia/cuda:12.8.2-base-ubuntu20.04"
 
 
 def test_every_toolkits_base_tags_cite_their_source():

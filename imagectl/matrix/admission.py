@@ -1,0 +1,79 @@
+"""Whether NVIDIA's container runtime starts an image on a driver, and which CUDA driver the image's code then uses.
+
+The image states ``NVIDIA_REQUIRE_CUDA`` as NVIDIA's own base images do (:func:`require_cuda`): ``cuda>=X.Y``, or,
+for each driver branch the release's cuda-compat package supports (``[cuda] forward_compat``) and each brand of
+``[base] forward_compat_brands``, ``brand=B,driver>=N,driver<N+1``.  The runtime (libnvidia-container,
+``src/cli/dsl.c`` and ``configure.c``) refuses a container whose requirement the node does not meet; its ``cuda``
+property is the host driver's own CUDA version, which every driver of a branch reports alike (an R570 driver reports
+12.8), so ``cuda>=X.Y`` admits exactly the branches at or above that of the release's full-support driver.
+
+Every flavour of nvidia/cuda carries the release's cuda-compat libraries, and the runtime puts them in place of the
+host's ``libcuda`` whenever their branch is newer than the host driver's (nvidia-container-toolkit's
+``enable-cuda-compat`` hook, libnvidia-container ``filter_by_major_version``).  So below the release's own branch the
+image never runs on the host's ``libcuda`` under minor-version compatibility: it runs under forward compatibility,
+which works on data-center GPUs only (on others CUDA fails with error 804), and which ``NVIDIA_REQUIRE_CUDA`` admits
+only on the listed branches and brands.  At or above the release's own branch the host's driver is used; below the
+full-support floor of the same branch that is minor-version compatibility.
+
+:func:`admission` says which of these applies.  All functions are pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .model import CudaToolkit, Gpu
+
+Mechanism = Literal["host", "forward", "refused"]
+FORWARD = "forward compatibility (cuda-compat, data-center GPUs only)"
+
+
+def branch(driver: str) -> int:
+    """The branch of a driver version: 570 for 570.86.16."""
+    return int(driver.split(".")[0])
+
+
+def require_cuda(toolkit: CudaToolkit) -> str:
+    """The image's ``NVIDIA_REQUIRE_CUDA``: ``cuda>=X.Y``, then one ``brand=B,driver>=N,driver<N+1`` term per
+    forward-compatible branch and brand (space-separated terms are ORed, comma-separated ones ANDed)."""
+    terms = [f"cuda>={toolkit.version}"]
+    terms += [f"brand={brand},driver>={n},driver<{n + 1}" for n in toolkit.forward_compat
+              for brand in toolkit.forward_compat_brands]
+    return " ".join(terms)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """How an image of ``toolkit`` starts on a driver: ``host`` (on the host's libcuda), ``forward`` (on the image's
+    cuda-compat libcuda) or ``refused``; ``driver`` is the CUDA driver the image's code then talks to (the host's, or
+    the cuda-compat one: at least the release's full-support driver), ``why`` the reason or the note."""
+
+    mechanism: Mechanism
+    driver: str | None
+    why: str = ""
+
+
+def admission(toolkit: CudaToolkit, driver: str, gpu: Gpu | None = None) -> Admission:
+    """How an image whose base is CUDA ``toolkit`` starts on ``driver`` (and ``gpu``, when known)."""
+    t, own, have = toolkit, branch(toolkit.min_driver), branch(driver)
+    if have >= own:
+        return Admission("host", driver)
+    below = f"driver {driver} (R{have}) is below CUDA {t.version}'s driver branch R{own}"
+    if have not in t.forward_compat:
+        supported = ", ".join(f"R{n}" for n in t.forward_compat if n < own) or "none"
+        return Admission("refused", None, f"{below}, and its cuda-compat supports no R{have} (forward-compatible "
+                                          f"branches: {supported}): the NVIDIA container runtime refuses to start the "
+                                          f"image (NVIDIA_REQUIRE_CUDA)")
+    segment = gpu.segment if gpu else None
+    only = f"{below}; only {FORWARD} runs it there"
+    if segment == "consumer":
+        return Admission("refused", None, f"{only}, and {gpu.name if gpu else ''} is a consumer GPU: "
+                                          f"NVIDIA_REQUIRE_CUDA admits no GeForce brand on R{have}, and cuda-compat "
+                                          "fails on it (CUDA error 804)")
+    if segment == "workstation":
+        return Admission("refused", None, f"{only}, and {gpu.name if gpu else ''} is a workstation GPU: NVIDIA "
+                                          "supports forward compatibility on data-center GPUs and select NGC-Ready RTX "
+                                          "cards only (the container runtime starts it; CUDA may fail with error 804)")
+    return Admission("forward", t.min_driver, f"under {FORWARD}: {below}; the image's cuda-compat {t.version} "
+                                              f"libraries stand in for the host's libcuda")
