@@ -6,10 +6,11 @@ from __future__ import annotations
 import click
 
 from ..lock.runtime import lock_reader
-from ..matrix.compat import check_combination, gpu_arch, node_verdicts, parse_combination
+from ..matrix.compat import Verdict, check_combination, gpu_arch, node_verdicts, parse_combination
 from ..matrix.names import list_profiles, python_problems
 from ..nvidia_smi import read_node
 from .app import check_framework, echo_json, framework_option, json_option, workspace
+from .compat_views import compat_rows, compat_table
 
 
 @click.command("compat")
@@ -33,22 +34,16 @@ def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None,  # noqa:
     verdicts = node_verdicts(profiles, driver, node_gpu, lock_reader(ws.config, ws.matrix))
     if best:  # list order is newest first within a framework: the first runnable one of each
         by_name = {p.name: p for p in profiles}
-        firsts: dict[str, object] = {}
+        firsts: dict[str, Verdict] = {}
         for v in verdicts:
             if v.ok:
                 firsts.setdefault(by_name[v.profile].framework.name, v)
         verdicts = list(firsts.values())
     if as_json:
-        echo_json([
-            {"name": v.profile, "compatible": v.ok, "reasons": list(v.reasons), "notes": list(v.notes)}
-            for v in verdicts
-        ])
+        echo_json(compat_rows(verdicts))
         return 0
-    for v in verdicts:
-        if v.ok:
-            click.echo(f"ok    {v.profile}" + "".join(f"  ({n})" for n in v.notes))
-        elif show_all:
-            click.echo(f"no    {v.profile}: {'; '.join(v.reasons)}")
+    for line in compat_table(verdicts, show_all):
+        click.echo(line)
     good = sum(v.ok for v in verdicts)
     on_gpu = f" on {gpu}" if gpu else ""
     what = ("the newest of each framework that can run" if best else
