@@ -37,7 +37,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 import requests
 import urllib3
 
-from ..errors import InputError, NotFoundError, RegistryError, ValidationError
+from ..errors import InputError, NotFoundError, OperationError, RegistryError, ValidationError
 from ..reference import check_tag
 from ..retry import RetryPolicy, loggable_url, send_with_retries
 from .auth import MAX_TOKEN_BYTES, Authenticator, CredentialsLookup, TokenCache, credentials_given, repository_scope
@@ -600,7 +600,7 @@ class RegistryClient:
         read_body(response, ERROR_BODY_BYTES, deadline, truncate=True, stall_s=stall_s)
 
     def _failure(self, url: str, exc: requests.exceptions.RequestException, deadline: Deadline,
-                 last: str) -> RegistryError:
+                 last: str) -> OperationError:
         """The error for a request no try of which got a usable answer."""
         if deadline.remaining() <= 0:
             return deadline.error(last)
