@@ -10,13 +10,14 @@ from .model import Profile
 
 # the keys of a ``list`` row (and of the CI outputs' profile entries), a subset of :func:`profile_facts`
 LIST_KEYS = ("name", "framework", "framework_version", "cuda", "cudnn", "nccl", "python", "python_supported",
-             "flavor", "os", "min_driver", "verified", "unverified")
+             "flavor", "os", "min_driver", "verified", "unverified", "end_of_life")
 
 
 def profile_facts(profile: Profile) -> dict[str, Any]:
     """Every fact the matrix records of ``profile`` (pure).  ``cudnn``, ``nccl`` and ``unverified`` are None
-    where not recorded; ``min_driver`` and ``gpu_archs`` are those of the CUDA the profile is labelled with (the
-    CUDA its lock installs may differ: see :func:`imagectl.matrix.runtime.runtime_toolkit`)."""
+    where not recorded, ``end_of_life`` while NVIDIA supports the base images; ``min_driver`` and ``gpu_archs`` are
+    those of the CUDA the profile is labelled with (the CUDA its lock installs may differ: see
+    :func:`imagectl.matrix.runtime.runtime_toolkit`)."""
     variant, toolkit = profile.variant, profile.toolkit
     return {
         "name": profile.name,
@@ -31,6 +32,8 @@ def profile_facts(profile: Profile) -> dict[str, Any]:
         "flavor": profile.flavor,
         "os": profile.os.name,
         "base_image": str(profile.base_image),
+        # why NVIDIA's images of the profile's CUDA release are past end of life (their tags get deleted), or None
+        "end_of_life": toolkit.end_of_life,
         "min_driver": toolkit.min_driver,
         "min_driver_compat": toolkit.min_driver_compat,
         "gpu_archs": list(variant.archs or toolkit.archs),

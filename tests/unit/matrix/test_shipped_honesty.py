@@ -153,3 +153,25 @@ def test_every_toolkits_base_tags_cite_their_source():
         named = re.search(r"ubuntu\{([^}]*)\}|ubuntu([0-9.]+)", comment)
         listed = named[1].split(",") if named[1] else [named[2]]
         assert [f"ubuntu{v}" for v in listed] == oses, version
+
+
+# --- issue 21, item 4: bases past end of life ------------------------------------------------------------------
+
+
+def test_bases_past_end_of_life_are_data_with_their_source_and_list_and_show_mark_them(shipped_matrix, run_cli):
+    """NVIDIA's doc/support-policy.md: CUDA 11 images reach end of life once CUDA 13 is released, and EOL tags are
+    deleted six months later.  The 11.x toolkits say so (with the source); the others are supported."""
+    eol = {version for version, toolkit in shipped_matrix.cuda.items() if toolkit.end_of_life}
+    assert eol == {"11.7", "11.8"}
+    assert all("doc/support-policy.md" in shipped_matrix.cuda[v].end_of_life for v in eol)
+    rows = {r["name"]: r for r in json.loads(run_cli("list", "--json").out)}
+    assert "support-policy.md" in rows["torch-2.0-cu117"]["end_of_life"]
+    assert rows["torch-2.3-cu121"]["end_of_life"] is None
+    table = run_cli("list", "--framework", "torch").out.splitlines()
+    columns = table[0].split()
+    base = columns.index("BASE")
+    marks = {line.split()[0]: line.split()[base] for line in table[1:]}
+    assert marks["torch-2.0-cu117"] == "EOL" and marks["torch-2.3-cu121"] == "ok"
+    shown = json.loads(run_cli("show", "torch-2.0-cu118", "--json").out)
+    assert shown["end_of_life"].startswith("CUDA 11: end of life")
+    assert "end_of_life          no" in run_cli("show", "torch-2.3-cu121").out
