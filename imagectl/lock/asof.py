@@ -6,6 +6,11 @@
   1.26.4 and pillow 10.3.0, not numpy 2.0 (2024-06-16).  This is the default (``[lock] as_of``), and every
   shipped lock is made with it: it is reproducible, and it is what the release was tested with.
 - ``latest``: no cut-off; what the index offers today.
+
+An index that serves no upload times (a static or mirrored index often does not: PEP 700 is optional) cannot say
+when a release was uploaded.  ``release`` taken from ``[lock] as_of`` (a build's lock, ``imagectl lock`` without
+``--as-of``) then falls back to no cut-off, said as ``none`` (the lock header: ``as-of: none (the index gives no upload
+times)``); an explicit ``--as-of release`` still fails, naming the setting.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from .target import Target
 
 DEFAULT_POLICY = "release"
 DEFAULT_GRACE_DAYS = 7
+NO_TIMES = "the index gives no upload times"  # the note of the as-of "none" fallback
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -65,24 +71,29 @@ def upload_date(target: Target, package: str, version: str) -> dt.date | None:
     return dt.date.fromisoformat(min(times)[:10]) if times else None
 
 
-def release_upload_date(profile: Profile, target: Target) -> dt.date:
-    """The day the framework release's first file was uploaded to the target's index (PEP 700 upload-time);
-    raises OperationError when the index gives no upload times or has no file of the release."""
+def release_upload_date(profile: Profile, target: Target, *, fallback: bool = False) -> dt.date | None:
+    """The day the framework release's first file was uploaded to the target's index (PEP 700 upload-time); None
+    with ``fallback`` when the index gives none.  Raises OperationError when the index gives no upload times or has
+    no file of the release (without ``fallback``)."""
     package, version = profile.framework.package, profile.release.version
     day = upload_date(target, package, version)
-    if day is None:
+    if day is None and not fallback:
         raise OperationError(f"--as-of release: {target.index} gives no upload time for {package} {version} "
                              "(PEP 700 JSON pages); pass --as-of DATE or latest, or set [lock] as_of")
     return day
 
 
-def resolve_as_of(policy: str, profile: Profile, target: Target, grace_days: int) -> AsOf:
-    """The date a lock of ``profile`` resolves as of under ``policy``; raises InputError for a bad policy,
-    OperationError when ``release`` cannot read the release's upload date."""
+def resolve_as_of(policy: str, profile: Profile, target: Target, grace_days: int, *,
+                  fallback: bool = False) -> AsOf:
+    """The date a lock of ``profile`` resolves as of under ``policy``; with ``fallback`` (the policy is the
+    configuration's, not an explicit ``--as-of``) an index without upload times gives ``none`` (no cut-off).  Raises
+    InputError for a bad policy, OperationError when ``release`` cannot read the release's upload date."""
     policy = check_policy(policy)
     if policy != "release":
         return AsOf(policy)
-    uploaded = release_upload_date(profile, target)
+    uploaded = release_upload_date(profile, target, fallback=fallback)
+    if uploaded is None:
+        return AsOf("none", NO_TIMES)
     day = uploaded + dt.timedelta(days=grace_days)
     name = f"{profile.framework.package} {profile.release.version}"
     return AsOf(day.isoformat(), f"release: {name} uploaded {uploaded.isoformat()}, plus {grace_days} days")

@@ -6,6 +6,7 @@ Example::
     # index: https://pypi.org/simple
     # platform: x86_64-manylinux_2_28
     # as-of: 2024-06-12 (release: torch 2.3.1 uploaded 2024-06-05, plus 7 days)
+    # floors: setuptools 65.4.1 -> 65.5.1 (CVE-2022-40897 ...)      (only when a security floor lifted a package)
     # inputs: torch==2.3.1 torchaudio==2.3.1 torchvision==0.18.1 nvidia-cudnn-cu12==8.9.2.26 ...
     # source: resolved by uv pip compile from the index's metadata; remake: imagectl lock torch-2.3.1-cu121-py3.11
     filelock==3.15.1 \\
@@ -26,6 +27,8 @@ from ..errors import InputError
 from ..grammar import check_package_name, check_version
 
 HEADER_KEYS = ("index", "platform", "as-of", "inputs", "source")  # after the first line, in this order
+# optional header lines: "floors" (after as-of) says which security floor lifted which package past the as-of date
+OPTIONAL_KEYS = ("floors",)
 _TITLE_RE = re.compile(r"# imagectl lock: (?P<framework>[a-z0-9._-]+) (?P<version>[^ ]+) \((?P<build>[a-z0-9._-]+)\), "
                        r"Python (?P<python>[0-9]+\.[0-9]+)")
 _LINE_RE = re.compile(r"(?P<name>[A-Za-z0-9._-]+)==(?P<version>[A-Za-z0-9.+!_-]+)")
@@ -70,6 +73,9 @@ class LockHeader:
     as_of_note: str = ""  # why that date ("release: torch 2.3.1 uploaded 2024-06-05, plus 7 days")
     inputs: tuple[str, ...] = ()
     source: str = ""
+    # the security floors that lifted a package past the as-of date ("setuptools 65.4.1 -> 65.5.1 (CVE-2022-40897
+    # ...)"), "; "-separated; "" when none did
+    floors: str = ""
 
     @property
     def lock_id(self) -> str:
@@ -118,6 +124,7 @@ def format_lock(lock: Lock) -> str:
     as_of = f"{h.as_of} ({h.as_of_note})" if h.as_of_note else h.as_of
     lines = [f"# imagectl lock: {h.framework} {h.version} ({h.build}), Python {h.python}",
              f"# index: {h.index}", f"# platform: {h.platform}", f"# as-of: {as_of}",
+             *([f"# floors: {h.floors}"] if h.floors else []),
              f"# inputs: {' '.join(h.inputs)}", f"# source: {h.source}"]
     for pkg in sorted(lock.packages, key=lambda p: p.name):
         lines += pkg.lines()
@@ -156,8 +163,8 @@ def parse_lock(text: str, where: str) -> Lock:
         if not line.startswith("# "):
             break
         key, sep, value = line[2:].partition(": ")
-        if not sep or key not in HEADER_KEYS:
-            raise InputError(f"{where}:{number}: unknown header line (known: {', '.join(HEADER_KEYS)})")
+        if not sep or key not in HEADER_KEYS + OPTIONAL_KEYS:
+            raise InputError(f"{where}:{number}: unknown header line (known: {', '.join(HEADER_KEYS + OPTIONAL_KEYS)})")
         fields[key] = value.strip()
         body_start = number
     missing = [k for k in HEADER_KEYS if k not in fields]
@@ -168,7 +175,8 @@ def parse_lock(text: str, where: str) -> Lock:
     header = LockHeader(framework=title["framework"], version=title["version"], build=title["build"],
                         python=title["python"], index=fields["index"], platform=fields["platform"], as_of=as_of,
                         as_of_note=note[:-1] if note.endswith(")") else note,
-                        inputs=tuple(fields["inputs"].split()), source=fields["source"])
+                        inputs=tuple(fields["inputs"].split()), source=fields["source"],
+                        floors=fields.get("floors", ""))
     return Lock(header, tuple(parse_packages(lines[body_start:], body_start + 1, where)))
 
 

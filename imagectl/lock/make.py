@@ -9,16 +9,23 @@ the lock's source; it reads nothing but the request and the index.
 (:mod:`.store`), else one made at build time (the build says so, and the image keeps the lock it installed, as
 every image does).  A build-time lock is cached (:mod:`imagectl.cache`) under its request, which holds the
 resolved *date*: the same request gives the same lock, because the index's files of a past day do not change.
-A date that is today or later (inside a release's grace window) or ``latest`` is not over yet, so such a lock is
-resolved afresh and never stored.
+A date that is today or later (inside a release's grace window), ``latest`` or ``none`` (an index without upload
+times: see :mod:`.asof`) is not over yet, so such a lock is resolved afresh and never stored.
+
+Security floors (``[lock] floors`` of the matrix: a package at a version or later, each with its advisory) are applied
+after the as-of date: a resolution that locks a floored package below its floor is resolved once more with that
+package at its floor, taken as of the floor release's own upload day (uv's ``--exclude-newer-package``), and every
+other package preferred as it was; the header's ``floors:`` line says which floor lifted which package.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Literal
+
+from packaging.version import Version
 
 from ..cache import Kind, cached
 from ..config import Config
@@ -26,7 +33,7 @@ from ..errors import OperationError
 from ..matrix.model import Profile
 from .asof import resolve_as_of, upload_date
 from .layers import layer_of
-from .lockfile import Lock, LockHeader, canonical_name, parse_lock
+from .lockfile import Lock, LockedPackage, LockHeader, canonical_name, parse_lock
 from .resolve import ResolveError, resolve
 from .store import LockOrigin, find_lock
 from .target import Target, build_tag, lock_inputs, profile_lock_id, target_for
@@ -68,11 +75,13 @@ class LockRequest:
     as_of: str
     as_of_note: str
     grace_days: int
+    # the matrix's security floors: (package, version, the day it was uploaded, the advisory)
+    floors: tuple[tuple[str, str, str, str], ...] = ()
 
     def settled(self, today: dt.date) -> bool:
         """Whether the resolution can no longer change: its date is a day before ``today`` (UTC), so the index
         holds every file it will ever hold for it."""
-        return self.as_of != "latest" and self.as_of < today.isoformat()
+        return self.as_of not in ("latest", "none") and self.as_of < today.isoformat()
 
     def key(self) -> dict[str, object]:
         """The request as plain data: the cache key of its lock."""
@@ -105,16 +114,41 @@ def first_layer_as_of(target: Target, inputs: tuple[str, ...], grace_days: int, 
 
 
 def lock_request(profile: Profile, config: Config, as_of: str | None, target: Target) -> LockRequest:
-    """What to resolve for ``profile`` as of the policy ``as_of`` (default ``[lock] as_of``), the date resolved;
-    raises InputError for a bad policy, OperationError when ``release`` cannot read the release's upload day."""
-    when = resolve_as_of(as_of or config.lock_as_of, profile, target, config.lock_grace_days)
+    """What to resolve for ``profile`` as of the policy ``as_of`` (default ``[lock] as_of``, which falls back to no
+    cut-off on an index without upload times: see :mod:`.asof`), the date resolved; raises InputError for a bad
+    policy, OperationError when ``release`` cannot read the release's upload day."""
+    when = resolve_as_of(as_of or config.lock_as_of, profile, target, config.lock_grace_days, fallback=as_of is None)
     inputs = lock_inputs(profile)
     return LockRequest(
         framework=profile.framework.name, version=profile.release.version, build=build_tag(profile),
         python=profile.python, lock_id=profile_lock_id(profile), inputs=inputs,
         first_layer=tuple(first_layer_inputs(profile, inputs)), first_layer_name=profile.framework.layers[0][0],
         index=target.index, extra_indexes=target.extra_indexes, trusted_hosts=target.trusted_hosts,
-        platform=target.platform, as_of=when.date, as_of_note=when.note, grace_days=config.lock_grace_days)
+        platform=target.platform, as_of=when.date, as_of_note=when.note, grace_days=config.lock_grace_days,
+        floors=tuple((f.package, f.version, f.uploaded, f.source) for f in profile.framework.lock_floors))
+
+
+def below_floors(packages: list[LockedPackage], request: LockRequest) -> dict[str, str]:
+    """name -> locked version of each package of ``packages`` below its security floor (pure)."""
+    floors = {name: version for name, version, _, _ in request.floors}
+    return {p.name: p.version for p in packages if p.name in floors and Version(p.version) < Version(floors[p.name])}
+
+
+def lift_floors(packages: list[LockedPackage], request: LockRequest, target: Target) -> tuple[list[LockedPackage], str]:
+    """``packages`` (resolved as of the request's date) with every package below its security floor lifted to the
+    floor, as of the floor release's upload day, the rest preferred as they were; and the header's ``floors:`` line
+    ("" when no floor applied).  Raises ResolveError/OperationError (resolver, index)."""
+    low = below_floors(packages, request)
+    if not low:
+        return packages, ""
+    floors = [f for f in request.floors if f[0] in low]
+    lifted_target = replace(target, exclude_newer_packages=tuple(f"{name}={day}" for name, _, day, _ in floors))
+    kept = [p for p in packages if p.name not in low]
+    lifted = resolve(request.inputs, lifted_target, request.as_of,
+                     constraints=[f"{name}>={version}" for name, version, _, _ in floors], prefer=kept)
+    now = {p.name: p.version for p in lifted}
+    line = "; ".join(f"{name} {low[name]} -> {now.get(name, 'none')} ({source})" for name, _, _, source in floors)
+    return lifted, line
 
 
 def resolve_lock(request: LockRequest, target: Target, prefer: Lock | None = None) -> Lock:
@@ -126,7 +160,7 @@ def resolve_lock(request: LockRequest, target: Target, prefer: Lock | None = Non
     CUDA layer depends on the CUDA pins alone, not on the framework release's date."""
     preferred = list(prefer.packages) if prefer else []
     note = request.as_of_note
-    if request.first_layer and request.as_of != "latest" and not preferred:
+    if request.first_layer and request.as_of not in ("latest", "none") and not preferred:
         day = first_layer_as_of(target, request.first_layer, request.grace_days, request.as_of)
         try:
             preferred = resolve(request.first_layer, target, day) if day is not None else []
@@ -136,10 +170,11 @@ def resolve_lock(request: LockRequest, target: Target, prefer: Lock | None = Non
         if preferred:
             note = "; ".join(filter(None, [note, f"{request.first_layer_name} layer as of {day}: its pins' upload, "
                                                  f"plus {request.grace_days} days"]))
-    packages = resolve(request.inputs, target, request.as_of, prefer=preferred)
+    packages, floors = lift_floors(resolve(request.inputs, target, request.as_of, prefer=preferred), request, target)
     header = LockHeader(framework=request.framework, version=request.version, build=request.build,
                         python=request.python, index=request.index, platform=request.platform, as_of=request.as_of,
-                        as_of_note=note, inputs=request.inputs, source=SOURCE.format(name=request.lock_id))
+                        as_of_note=note, inputs=request.inputs, source=SOURCE.format(name=request.lock_id),
+                        floors=floors)
     return Lock(header, tuple(packages))
 
 
@@ -170,6 +205,9 @@ def lock_for_build(profile: Profile, config: Config, log: Callable[[str], None] 
         f"{config.lock_as_of})")
     try:
         request = lock_request(profile, config, None, target)
+        if request.as_of == "none":
+            log(f"{target.index} gives no upload times: locking at the newest versions it serves (set [lock] as_of "
+                "to a date to lock as of that day)")
         if request.settled(today()):
             lock = cached(BUILD_TIME_LOCKS, request.key(), lambda: resolve_lock(request, target))
         else:  # the day is not over: what the index offers may still change

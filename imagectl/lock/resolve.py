@@ -69,8 +69,10 @@ def uv_arguments(target: Target, as_of: str | None, constraints: bool) -> list[s
         args += ["--allow-insecure-host", host]
     if constraints:
         args += ["--constraints", "constraints.txt"]
-    if as_of and as_of != "latest":
+    if as_of and as_of not in ("latest", "none"):
         args += ["--exclude-newer", as_of]
+        for package in target.exclude_newer_packages:  # a security floor: that package as of a later day
+            args += ["--exclude-newer-package", package]
     return args
 
 

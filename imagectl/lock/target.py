@@ -33,6 +33,8 @@ class Target:
     ca_bundle: Path | None = None
     platform: str = PLATFORM
     index_timeout: float | None = None  # the [pip] timeout of imagectl's own index reads (upload dates)
+    # per-package cut-offs past the resolution's as-of date ("setuptools=2022-11-04"): a security floor's release
+    exclude_newer_packages: tuple[str, ...] = ()
 
 
 def target_for(profile: Profile, config: Config) -> Target:

@@ -1,8 +1,9 @@
 """``imagectl lock --check``: the lock files against the matrix and their index (for CI).
 
 A lock drifts when the matrix changed under it (its inputs, the framework/companion/pin versions, are no
-longer the profile's), when a locked input is not at its pinned version, or when the index now marks one of
-its files yanked (PEP 592).  A profile ``list`` shows that installs from PyPI has to have a shipped lock.
+longer the profile's), when a locked input is not at its pinned version, when it holds a package below one of the
+matrix's security floors (``[lock] floors``), or when the index now marks one of its files yanked (PEP 592).  A
+profile ``list`` shows that installs from PyPI has to have a shipped lock.
 Each problem is one line; the command exits 1 when there is any.
 """
 
@@ -12,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
+
+from packaging.version import Version
 
 from .. import shipped
 from ..config import Config
@@ -53,6 +56,15 @@ def input_problems(lock: Lock, profile: Profile) -> list[str]:
         if have is None or not versions_equal(have, version):  # 13.0.3.0 is 13.0.3 (PEP 440)
             out.append(f"{name}: the matrix pins {version}, the lock has {have or 'nothing'}")
     return out
+
+
+def floor_problems(lock: Lock, profile: Profile) -> list[str]:
+    """The packages of ``lock`` below one of the security floors of ``profile``'s framework (pure)."""
+    locked = lock.versions
+    return [f"{floor.package} {locked[floor.package]} is below the security floor {floor.version} ({floor.source}): "
+            f"remake it (imagectl lock {lock.header.lock_id} --upgrade)"
+            for floor in profile.framework.lock_floors
+            if floor.package in locked and Version(locked[floor.package]) < Version(floor.version)]
 
 
 def profile_of(lock: Lock, matrix: Matrix) -> Profile | None:
@@ -98,7 +110,7 @@ def check_files(paths: Iterable[Path], matrix: Matrix, yanked: bool = True, *,
         if profile is None:
             out.append(Problem(str(path), f"{lock.header.lock_id} names no profile of the matrix"))
             continue
-        out += [Problem(str(path), line) for line in input_problems(lock, profile)]
+        out += [Problem(str(path), line) for line in input_problems(lock, profile) + floor_problems(lock, profile)]
         if yanked:
             out += [Problem(str(path), line) for line in yanked_problems(lock, index_settings(index_timeout))]
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import replace
+from datetime import date
 from pathlib import Path
 from string import Formatter
 from typing import Any, Callable, Iterable, Sequence
@@ -45,7 +46,7 @@ KEYS: dict[str, frozenset[str]] = {
     "gpus": frozenset({"arch", "min_driver", "last_branch", "segment", "pci"}),
     "driver_lists": frozenset({"source", "first", "newest", "listed", "missing"}),
     "lock": frozenset({"floors"}),
-    "lock.floors": frozenset({"package", "version", "source"}),
+    "lock.floors": frozenset({"package", "version", "uploaded", "source"}),
     "framework": frozenset({"name", "label", "package", "companions", "cuda_tag", "index_url", "pypi_index_url",
                             "check", "jit_packages", "layers", "pin_extras", "lock_requires"}),
     "release": frozenset({"version", "python", "companions", "variant", "unavailable"}),
@@ -139,8 +140,9 @@ def load_sources(sources: MatrixSources) -> Matrix:
         raise MatrixError(f"{', '.join(str(d) for d in sources.dirs)}: no matrix file declares [base]")
     parts["gpus"] = _with_lists(parts["gpus"], lists)
     parts["cuda"] = {k: replace(t, forward_compat_brands=base.forward_compat_brands) for k, t in parts["cuda"].items()}
-    matrix = Matrix(base=base, files=tuple(path for path, _ in sources.files),
-                    lock_floors=tuple(floors[name] for name in sorted(floors)), **parts)
+    lock_floors = tuple(floors[name] for name in sorted(floors))
+    parts["frameworks"] = {k: replace(fw, lock_floors=lock_floors) for k, fw in parts["frameworks"].items()}
+    matrix = Matrix(base=base, files=tuple(path for path, _ in sources.files), lock_floors=lock_floors, **parts)
     _check_references(matrix)
     return matrix
 
@@ -201,8 +203,19 @@ def _lock_floors(src: _Source, body: Any) -> dict[str, LockFloor]:
         source = _require(src, floor, "source", "lock")
         if not isinstance(source, str) or not source.strip():
             raise src.error(f"[lock] floor {package}: source must name the advisory (CVE-...)", "floors", start)
-        out[package] = LockFloor(package, version, " ".join(source.split()))
+        uploaded = _require(src, floor, "uploaded", "lock")
+        if not isinstance(uploaded, str) or not _valid_day(uploaded):
+            raise src.error(f"[lock] floor {package}: uploaded must be the day {version} was uploaded (YYYY-MM-DD)",
+                            "floors", start)
+        out[package] = LockFloor(package, version, uploaded, " ".join(source.split()))
     return out
+
+
+def _valid_day(text: str) -> bool:
+    try:
+        return bool(re.fullmatch(r"\d{4}-\d{2}-\d{2}", text)) and date.fromisoformat(text) is not None
+    except ValueError:
+        return False
 
 
 def canonical(name: str) -> str:

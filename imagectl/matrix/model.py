@@ -170,6 +170,16 @@ class Release:
 
 
 @dataclass(frozen=True)
+class LockFloor:
+    """A security floor of every lock: ``package`` at ``version`` or later, whatever the lock's as-of date."""
+
+    package: str  # canonical name
+    version: str
+    uploaded: str  # the day that version was uploaded (YYYY-MM-DD): a lock older than that may take it from then
+    source: str  # the advisory that sets it: "CVE-2022-40897: ReDoS in package_index, fixed in 65.5.1"
+
+
+@dataclass(frozen=True)
 class Framework:
     """A framework as the matrix declares it; adding one is a TOML file, not code."""
 
@@ -192,6 +202,7 @@ class Framework:
     # Requirements every lock of the framework adds to its pins, unpinned (torch: numpy, which torch leaves
     # optional): the resolver picks their versions as of the lock's date
     lock_requires: tuple[str, ...] = ()
+    lock_floors: tuple[LockFloor, ...] = ()  # the matrix's [lock] floors, set by the loader on every framework
 
     def tag_of(self, cuda: str) -> str:
         """The framework's name for a CUDA version: ``cu121`` for torch and 12.1."""
@@ -213,15 +224,6 @@ class Gpu:
     # within one branch (matrices/gpu-drivers.toml, generated); empty: no list recorded
     listed: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class LockFloor:
-    """A security floor of every lock: ``package`` at ``version`` or later, whatever the lock's as-of date."""
-
-    package: str  # canonical name
-    version: str
-    source: str  # the advisory that sets it: "CVE-2022-40897: ReDoS in package_index, fixed in 65.5.1"
 
 
 @dataclass(frozen=True)

@@ -178,3 +178,78 @@ def test_input_problems_name_what_changed_in_the_matrix(matrix):
     problems = input_problems(stale, profile)
     assert any(p.startswith("the matrix changed") for p in problems)
     assert f"torch: the matrix pins {profile.release.version}, the lock has 0.0.1" in problems
+
+
+# --- issue 21: security floors in locks, and an index without upload times ------------------------------------
+
+
+def test_the_floors_header_line_round_trips_and_is_absent_when_no_floor_applied():
+    lock = sample(setuptools="65.5.1")
+    floored = Lock(HEADER.__class__(**{**HEADER.__dict__, "floors": "setuptools 65.4.1 -> 65.5.1 (CVE-2022-40897)"}),
+                   lock.packages)
+    text = format_lock(floored)
+    assert "# as-of: 2024-06-12 (release: torch 2.3.1 uploaded 2024-06-05, plus 7 days)\n# floors: setuptools 65.4.1 " \
+           "-> 65.5.1 (CVE-2022-40897)\n# inputs: " in text
+    assert parse_lock(text, "x").header.floors == "setuptools 65.4.1 -> 65.5.1 (CVE-2022-40897)"
+    assert parse_lock(text, "x").text == text and "# floors" not in format_lock(lock)
+
+
+def test_uv_takes_a_floored_package_as_of_its_own_day_only_with_a_date():
+    target = Target("3.8", "https://pypi.org/simple", "https://pypi.org/simple",
+                    exclude_newer_packages=("setuptools=2022-11-04",))
+    args = uv_arguments(target, "2022-10-10", constraints=True)
+    assert args[args.index("--exclude-newer-package") + 1] == "setuptools=2022-11-04"
+    assert "--exclude-newer-package" not in uv_arguments(target, "latest", constraints=True)
+    assert "--exclude-newer" not in uv_arguments(target, "none", constraints=True)  # no upload times: no cut-off
+
+
+def test_lock_check_flags_a_lock_below_a_security_floor(shipped_matrix, tmp_path):
+    """The torch 2.0.1 locks were made with setuptools 65.4.1 and wheel 0.37.1 (CVE-2022-40897, CVE-2022-40898); the
+    shipped ones are remade with the floors, and a lock below one is a problem of lock --check."""
+    from pathlib import Path
+
+    from imagectl.lock.verify import check_files
+
+    locks = Path(__file__).resolve().parents[3] / "matrices" / "locks"
+    shipped = locks / "torch-2.0.1-cu117-py3.10.txt"
+    assert "# floors: setuptools 65.4.1 -> 65.5.1 (CVE-2022-40897" in shipped.read_text()
+    assert [str(p) for p in check_files(sorted(locks.glob("*.txt")), shipped_matrix, yanked=False)] == []
+    old = tmp_path / shipped.name
+    text = shipped.read_text().replace("setuptools==65.5.1", "setuptools==65.4.1")
+    old.write_text("".join(line + "\n" for line in text.splitlines() if not line.startswith("# floors:")))
+    problems = [p.problem for p in check_files([old], shipped_matrix, yanked=False)]
+    assert problems == ["setuptools 65.4.1 is below the security floor 65.5.1 (CVE-2022-40897: ReDoS in "
+                        "package_index, fixed in 65.5.1): remake it (imagectl lock torch-2.0.1-cu117-py3.10 --upgrade)"]
+
+
+@pytest.fixture
+def no_upload_times(monkeypatch):
+    """An index that serves no upload times (PEP 700 is optional: static and mirrored indexes often omit them), and
+    the real as-of policy instead of the unit tests' fixed date."""
+    import imagectl.lock.asof
+    import imagectl.lock.make
+
+    monkeypatch.setattr(imagectl.lock.make, "resolve_as_of", resolve_as_of)
+    monkeypatch.setattr(imagectl.lock.asof, "upload_date", lambda *a, **k: None)
+    monkeypatch.setattr(imagectl.lock.make, "upload_date", lambda *a, **k: None)
+
+
+def test_without_upload_times_a_build_locks_the_newest_and_says_so(matrix, no_upload_times):
+    from imagectl.lock.make import lock_for_build
+
+    lines: list[str] = []
+    chosen = lock_for_build(resolve_profile("torch-2.3-cu121-py3.11", matrix), Config(), log=lines.append)
+    assert chosen.origin == "build-time" and chosen.lock.header.as_of == "none"
+    assert "# as-of: none (the index gives no upload times)\n" in chosen.lock.text
+    said = [line for line in lines if "upload times" in line]
+    assert len(said) == 1 and "locking at the newest versions it serves" in said[0]
+
+
+def test_an_explicit_as_of_release_still_fails_without_upload_times(matrix, no_upload_times):
+    from imagectl.errors import OperationError
+    from imagectl.lock.make import make_lock
+
+    profile = resolve_profile("torch-2.3-cu121-py3.11", matrix)
+    with pytest.raises(OperationError, match=r"gives no upload time for torch 2\.3\.1 .*set \[lock\] as_of"):
+        make_lock(profile, Config(), "release")
+    assert make_lock(profile, Config()).header.as_of == "none"  # [lock] as_of's release: the fallback

@@ -178,3 +178,32 @@ def test_profiles_with_the_same_cuda_pins_lock_the_same_cuda_layer(matrix, tmp_p
         assert make_lock(one_layer, config).versions["nvidia-nvjitlink-cu12"] == "12.5.40"  # as of 2.3.1's day
     finally:
         server.stop()
+
+
+def test_a_security_floor_lifts_one_package_past_the_as_of_date_and_nothing_else(matrix, index, uv_cache):
+    """Issue 21, item 4: a floor is applied after --as-of.  As of the release (2024-06-12) the closure has
+    markupsafe 2.1.5; with a floor markupsafe>=2.1.6 (uploaded 2024-07-01) the lock takes 2.1.6, as of that day (not
+    2.1.7, uploaded later), every other package as before, and its header says which floor lifted what."""
+    from dataclasses import replace
+
+    from imagectl.matrix.model import LockFloor
+
+    server, wheels = index
+    make_standin_dependency_wheels(wheels, upload_time=datetime(2024, 7, 1, 9, tzinfo=timezone.utc),
+                                   overrides={"markupsafe": "2.1.6"})
+    make_standin_dependency_wheels(wheels, upload_time=datetime(2024, 8, 1, 9, tzinfo=timezone.utc),
+                                   overrides={"markupsafe": "2.1.7"})
+    profile = resolve_profile(NAME, matrix)
+    config = Config(pip_index_url=server.url)
+    plain = make_lock(profile, config)
+    floor = LockFloor("markupsafe", "2.1.6", "2024-07-01", "CVE-TEST-1: a test advisory")
+    floored = replace(profile, framework=replace(profile.framework, lock_floors=(floor,)))
+    lock = make_lock(floored, config)
+    assert plain.versions["markupsafe"] == "2.1.5" and lock.versions["markupsafe"] == "2.1.6"
+    assert {k: v for k, v in lock.versions.items() if k != "markupsafe"} == {
+        k: v for k, v in plain.versions.items() if k != "markupsafe"}
+    assert lock.header.as_of == plain.header.as_of == "2024-06-12"
+    assert lock.header.floors == "markupsafe 2.1.5 -> 2.1.6 (CVE-TEST-1: a test advisory)"
+    assert "# floors: markupsafe 2.1.5 -> 2.1.6 (CVE-TEST-1: a test advisory)\n" in lock.text
+    met = replace(profile, framework=replace(profile.framework, lock_floors=(replace(floor, version="2.1.5"),)))
+    assert make_lock(met, config).text == plain.text  # a floor the lock meets changes nothing

@@ -128,10 +128,16 @@ def test_the_brands_reach_every_toolkit_and_the_requirement(matrix_copy):
 
 def test_lock_floors_load_with_their_advisory(matrix_copy):
     matrix_copy.write("zz-floors.toml", '[lock]\nfloors = [{ package = "Setuptools", version = "65.5.1", '
-                                        'source = "CVE-2022-40897" }]\n')
-    floor = matrix_copy.load().lock_floors[0]
-    assert (floor.package, floor.version, floor.source) == ("setuptools", "65.5.1", "CVE-2022-40897")
+                                        'uploaded = "2022-11-04", source = "CVE-2022-40897" }]\n')
+    m = matrix_copy.load()
+    floor = m.lock_floors[0]
+    assert (floor.package, floor.version, floor.uploaded, floor.source) == (
+        "setuptools", "65.5.1", "2022-11-04", "CVE-2022-40897")
+    assert m.frameworks["torch"].lock_floors == (floor,)  # every framework's locks get them
     matrix_copy.write("zz-floors.toml", '[lock]\nfloors = [{ package = "wheel", version = "0.38.1" }]\n')
     matrix_copy.refused("is missing 'source'")
     matrix_copy.write("zz-floors.toml", '[lock]\nfloors = [{ package = "wheel", version = "0.38.1", source = " " }]\n')
     matrix_copy.refused("source must name the advisory")
+    matrix_copy.write("zz-floors.toml", '[lock]\nfloors = [{ package = "wheel", version = "0.38.1", source = "CVE", '
+                                        'uploaded = "2022-13-04" }]\n')
+    matrix_copy.refused("uploaded must be the day 0.38.1 was uploaded")
