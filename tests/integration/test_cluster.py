@@ -16,7 +16,8 @@ from tests.integration.conftest import write_config
 pytestmark = pytest.mark.integration
 
 PROFILE = "torch-2.3-cu121-runtime-py3.11"  # the stand-in base is Debian bookworm (python 3.11); the mirror has runtime
-# floors of CUDA 12.1: 530.30.02 full, 525.60.13 minor-version compatibility
+# CUDA 12.1: full support from 530.30.02 (R530); its cuda-compat supports R470 and R525 (forward compatibility, as
+# NVIDIA's 12.1.1 base image's NVIDIA_REQUIRE_CUDA lists them); any older branch is refused
 IMAGE = f"localhost/cluster/{PROFILE}:latest"
 
 
@@ -60,15 +61,15 @@ PRINT_1 = ["python", "-c", "print(1)"]
 
 
 def test_the_entry_check_warns_under_an_old_driver_and_is_silent_under_a_new_one(image, docker_client):
-    status, out, err = run(docker_client, image, PRINT_1, driver="470.57.02")
+    status, out, err = run(docker_client, image, PRINT_1, driver="450.80.02")
     assert (status, out) == (0, "1\n")
     lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("imagectl: warning: this node's NVIDIA driver 470.57.02"), err
-    assert "below 525.60.13" in lines[0] and lines[0].endswith(f"{PROFILE} will not run")
+    assert len(lines) == 1 and lines[0].startswith("imagectl: warning: this node's NVIDIA driver 450.80.02"), err
+    assert "(R450) is below CUDA 12.1's driver branch R530" in lines[0] and lines[0].endswith(f"{PROFILE} will not run")
 
-    status, out, err = run(docker_client, image, PRINT_1, driver="528.02")
+    status, out, err = run(docker_client, image, PRINT_1, driver="470.57.02")
     assert (status, out) == (0, "1\n") and len(err.splitlines()) == 1
-    assert "below 530.30.02" in err and "runs only under minor-version compatibility" in err
+    assert "runs only under forward compatibility" in err and err.rstrip().endswith("on data-center GPUs only")
 
     assert run(docker_client, image, PRINT_1, driver="550.54.15") == (0, "1\n", "")
     assert run(docker_client, image, PRINT_1) == (0, "1\n", "")  # no nvidia-smi, no driver: silent
@@ -76,7 +77,7 @@ def test_the_entry_check_warns_under_an_old_driver_and_is_silent_under_a_new_one
 
 def test_the_command_s_exit_status_and_arguments_pass_through(image, docker_client):
     status, out, err = run(docker_client, image, ["sh", "-c", 'printf "[%s]" "$@"; exit 3', "sh", "a b", "$HOME"],
-                           driver="470.57.02")
+                           driver="450.80.02")
     assert (status, out, len(err.splitlines())) == (3, "[a b][$HOME]", 1)
     assert run(docker_client, image, ["sh", "-c", "exit 42"], driver="550.54.15") == (42, "", "")
 
@@ -86,7 +87,10 @@ def test_the_image_states_the_nvidia_runtime_env_and_runs_a_shell_without_a_comm
     assert config["Entrypoint"] == ["/bin/sh", "/opt/imagectl/entry.sh"] and not config.get("Cmd")
     env = dict(item.split("=", 1) for item in config["Env"])
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
-    assert env["NVIDIA_REQUIRE_CUDA"] == "cuda>=12.1" and "CUDA_HOME" not in env  # not a devel flavour
+    # NVIDIA's own requirement for CUDA 12.1.1: cuda>=12.1, or R470/R525 on a data-center or professional brand
+    assert env["NVIDIA_REQUIRE_CUDA"].startswith("cuda>=12.1 brand=unknown,driver>=470,driver<471 brand=grid,")
+    assert "brand=cloudgaming,driver>=525,driver<526" in env["NVIDIA_REQUIRE_CUDA"]
+    assert "CUDA_HOME" not in env  # not a devel flavour
     assert run(docker_client, image, None, driver="550.54.15") == (0, "", "")  # bash, stdin closed: exits 0
 
 
