@@ -67,8 +67,8 @@ def driver_verdict(toolkit: CudaToolkit, driver: str, who: str = "") -> tuple[li
 def node_verdict(profile: Profile, toolkit: CudaToolkit, driver: str,
                  gpu: Gpu | None) -> tuple[list[str], list[str], str]:
     """``(reasons, notes, mechanism)`` for ``profile`` on ``driver`` (and ``gpu``), ``toolkit`` the CUDA its code needs
-    (its lock's): first whether the container runtime starts the image and on which libcuda (:func:`.admission.
-    admission`, by the image's own CUDA), then that libcuda against ``toolkit``'s floors, the GPU's driver list and
+    (its lock's): first whether the container runtime starts the image and on which libcuda (by the image's own
+    CUDA: :func:`~.admission.admission`), then that libcuda against ``toolkit``'s floors, the GPU's driver list and
     its binary compatibility."""
     entry = admission(profile.toolkit, driver, gpu)
     reasons, notes = ([entry.why], []) if entry.mechanism == "refused" else ([], [])
