@@ -49,6 +49,8 @@ def profile_archs(profile: Profile, toolkit: CudaToolkit | None = None) -> tuple
 
 MINOR = "minor-version compatibility"
 FULL = "full support"
+# The CPU architecture every image has: its lock's platform (x86_64-manylinux_2_28) and nvidia/cuda's amd64 child.
+IMAGE_HOST = "x86_64"
 
 
 def driver_verdict(toolkit: CudaToolkit, driver: str, who: str = "") -> tuple[list[str], list[str]]:
@@ -78,10 +80,19 @@ def node_verdict(profile: Profile, toolkit: CudaToolkit, driver: str,
         reasons, notes = driver_verdict(toolkit, entry.driver, who)
         notes = [entry.why, *notes] if forward else notes
     if gpu:
-        reasons += gpu_driver_reasons(gpu, driver)
+        reasons += host_reasons(profile, gpu) + gpu_driver_reasons(gpu, driver)
         more_reasons, more = arch_verdict(profile, gpu, entry.driver or driver, toolkit)
         reasons, notes = reasons + more_reasons, notes + more
     return reasons, notes, "" if reasons else _mechanism(entry.mechanism, notes)
+
+
+def host_reasons(profile: Profile, gpu: Gpu) -> list[str]:
+    """Why the image cannot start on the host ``gpu`` sits in (a Grace GPU's host is aarch64; every image here is
+    x86_64): an image of another CPU architecture fails with ``exec format error``."""
+    if gpu.host in (None, IMAGE_HOST):
+        return []
+    return [f"{gpu.name} sits in an {gpu.host} host (Grace CPU): {profile.name} is an {IMAGE_HOST} (linux/amd64) image "
+            "only, which does not start there (exec format error)"]
 
 
 def _mechanism(entry: str, notes: list[str]) -> str:

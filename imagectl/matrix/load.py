@@ -43,7 +43,7 @@ KEYS: dict[str, frozenset[str]] = {
     "base": frozenset({"repository", "flavors", "tag", "wheel_cuda_flavor", "forward_compat_brands"}),
     "os": frozenset({"python", "apt_python"}),
     "cuda": frozenset({"release", "min_driver", "min_driver_compat", "archs", "os", "forward_compat", "end_of_life"}),
-    "gpus": frozenset({"arch", "min_driver", "last_branch", "segment", "pci"}),
+    "gpus": frozenset({"arch", "min_driver", "last_branch", "segment", "pci", "host"}),
     "driver_lists": frozenset({"source", "first", "newest", "listed", "missing"}),
     "lock": frozenset({"floors"}),
     "lock.floors": frozenset({"package", "version", "uploaded", "source"}),
@@ -63,6 +63,7 @@ _SM_ARCH = re.compile(r"sm_[0-9]{2,3}")
 # a build's GPU code (a variant's archs): a cubin sm_XY or PTX compute_XY, as torch.cuda.get_arch_list() prints them
 _BUILD_ARCH = re.compile(r"(sm|compute)_[0-9]{2,3}")
 SEGMENTS = ("datacenter", "workstation", "consumer")
+HOSTS = ("x86_64", "aarch64")  # uname -m of a host
 _PCI = re.compile(r"[0-9A-F]{4}( [0-9A-F]{4} [0-9A-F]{4})?")  # a device ID, or device, subsystem vendor and device
 _BRAND = re.compile(r"[a-z][a-z0-9]*")  # an NVML brand as the container runtime names it: tesla, nvidiartx
 
@@ -392,7 +393,10 @@ def _gpu(src: _Source, name: str, value: Any) -> Gpu:
     for value in pci:
         if not _PCI.fullmatch(value):
             raise src.error(f"[gpus] {name!r}: pci {value!r} is not a PCI ID such as 2335 or 25B6 10DE 14A9", needle)
-    return Gpu(name=name, arch=arch, min_driver=floor, last_branch=last, segment=segment, pci=pci)
+    host = fields.get("host")
+    if host is not None and host not in HOSTS:
+        raise src.error(f"[gpus] {name!r}: host {host!r} is not one of {', '.join(HOSTS)}", needle)
+    return Gpu(name=name, arch=arch, min_driver=floor, last_branch=last, segment=segment, pci=pci, host=host)
 
 
 def _framework(src: _Source, data: dict[str, Any]) -> Framework:

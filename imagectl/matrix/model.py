@@ -219,6 +219,7 @@ class Gpu:
     min_driver: str | None = None  # the first driver release that knows it; None: not recorded
     last_branch: int | None = None  # the last driver branch that supports it (580 for Volta); None: ongoing
     segment: str | None = None  # "datacenter", "workstation" or "consumer"; None: not known (a GPU given as sm_XY)
+    host: str | None = None  # the CPU architecture of the host it sits in, where that is fixed: "aarch64" (Grace)
     pci: tuple[str, ...] = ()  # its PCI IDs in NVIDIA's supported-GPU lists ("2335", "25B6 10DE 14A9")
     # the driver releases whose supported-GPU list names it, and those whose list does not: "FIRST..LAST" ranges
     # within one branch (matrices/gpu-drivers.toml, generated); empty: no list recorded

@@ -14,6 +14,7 @@ Sources (the same tags as the matrix files cite):
             Dockerfile): `cuda>=X.Y` (the driver's own CUDA version: every release of a branch reports its branch's)
             or, on a listed forward-compatible branch, a data-center brand; the image renders the same
   [fwdcompat] docs.nvidia.com/deploy/cuda-compatibility, "Forward Compatibility": data-center GPUs only
+  [host]    GH200, GB200, GB300 and GB10 come in Grace (Arm, aarch64) hosts (issue 20); every image here is x86_64
 """
 
 from __future__ import annotations
@@ -64,11 +65,14 @@ ROWS = [
     # L4: listed 525.47.22 .. 525.47.35, then from 525.105.17 [list]: not in 525.60.13's list
     ("L4", "525.60.13", "torch-2.0-cu117", False),
     ("L4", "525.105.17", "torch-2.0-cu117", True),
-    # GB10 (sm_121) runs the sm_120 cubin, B300 (sm_103) the sm_100 one [bincompat]; GB10 is listed in 580.94.13 and
-    # from 580.119.02, not in 580.95.05 or 580.105.08 [list]
+    # GB10 is listed in 580.94.13 and from 580.119.02, not in 580.95.05 or 580.105.08 [list]; and a GB10 (DGX Spark)
+    # sits in an aarch64 Grace host, where no image here (linux/amd64 only) starts [host]
     ("GB10", "580.95.05", "torch-2.8-cu128", False),
     ("GB10", "580.105.08", "torch-2.8-cu128", False),
-    ("GB10", "580.119.02", "torch-2.8-cu128", True),
+    ("GB10", "580.119.02", "torch-2.8-cu128", False),
+    ("GH200", "580.95.05", "torch-2.8-cu128", False),
+    ("GB200", "580.95.05", "torch-2.11-cu130", False),
+    # B300 (sm_103) runs the sm_100 cubin [bincompat] (an HGX B300 host is x86_64)
     ("B300", "580.95.05", "torch-2.11-cu130", True),
     ("B300", "575.57.08", "torch-2.8-cu128", False),
     # JAX cuda12 installs CUDA 12.9 [lock], whose nvcc targets sm_100; 575.57.08 is 12.9's floor [relnotes]
@@ -149,6 +153,9 @@ def test_the_verdict_says_which_rule_applied(shipped_matrix, locks):
     reasons, _ = verdict("H200", "550.54.15", "torch-2.3-cu121")
     assert reasons == ["H200 (sm_90) is not in driver 550.54.15's supported-GPU list (NVIDIA's open-gpu-kernel-modules "
                        "README, \"Compatible GPUs\"; listed in 550.40.65..550.40.85, 550.90.07..550.163.01)"]
+    reasons, _ = verdict("GB10", "580.119.02", "torch-2.8-cu128")
+    assert reasons == ["GB10 sits in an aarch64 host (Grace CPU): torch-2.8-cu128 is an x86_64 (linux/amd64) image "
+                       "only, which does not start there (exec format error)"]
     reasons, _ = verdict("B200", "560.35.05", "jax-0.12-cuda12")  # not a release read: 560.35.03 stands for it
     assert "not in driver 560.35.03's (the nearest release read to 560.35.05) supported-GPU list" in reasons[0]
     _, notes = verdict("H100", "550.54.15", "torch-2.8-cu128")
