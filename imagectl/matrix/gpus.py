@@ -48,7 +48,9 @@ def arch_gpu(label: str, arch: str, matrix: Matrix) -> Gpu:
     lasts = [gpu.last_branch for gpu in same if gpu.last_branch]
     floor = min(floors, key=driver_key) if same and len(floors) == len(same) else None
     last = max(lasts) if same and len(lasts) == len(same) else None
-    return Gpu(name=label, arch=arch, min_driver=floor, last_branch=last)
+    hosts = {gpu.host for gpu in same}
+    host = hosts.pop() if len(hosts) == 1 else None  # sm_121: only GB10, an aarch64 host
+    return Gpu(name=label, arch=arch, min_driver=floor, last_branch=last, host=host)
 
 
 def branch(driver: str) -> int:

@@ -72,6 +72,8 @@ ROWS = [
     ("GB10", "580.119.02", "torch-2.8-cu128", False),
     ("GH200", "580.95.05", "torch-2.8-cu128", False),
     ("GB200", "580.95.05", "torch-2.11-cu130", False),
+    ("sm_121", "580.119.02", "torch-2.8-cu128", False),  # every known sm_121 GPU (GB10) is in an aarch64 host
+    ("sm_90", "580.95.05", "torch-2.8-cu128", True),     # H100 is in x86_64 hosts too
     # B300 (sm_103) runs the sm_100 cubin [bincompat] (an HGX B300 host is x86_64)
     ("B300", "580.95.05", "torch-2.11-cu130", True),
     ("B300", "575.57.08", "torch-2.8-cu128", False),
