@@ -131,7 +131,7 @@ def _admits(specifier: str, python: str) -> bool:
     The matrix's Python ranges are comparisons of release numbers (``<3.12``, ``>=3.9,<3.13``): those are
     compared here, as PEP 440 does for final releases (tests/unit/matrix checks the answers against packaging's);
     anything else goes to packaging.specifiers, imported only then: it brings packaging.tags, logging and
-    subprocess, which cost ``show`` 0.2x ``python -c "import click"`` (bench/startup.py, "packaging.specifiers
+    subprocess, which cost ``show`` 0.2x-0.4x ``python -c "import click"`` (bench/startup.py, "packaging.specifiers
     loaded")."""
     clauses = [_SIMPLE_CLAUSE.fullmatch(part) for part in specifier.split(",")]
     if all(clauses) and re.fullmatch(r"\d+(\.\d+)*", python):

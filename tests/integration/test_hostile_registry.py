@@ -370,6 +370,12 @@ class TokenRegistry:
             self._process.wait(timeout=10)
         self._log.close()
 
+    def __enter__(self) -> TokenRegistry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 @pytest.fixture
 def other_host_realm(fakes, tmp_path: Path) -> Iterator[tuple[TokenRegistry, FakeRegistry]]:
@@ -442,12 +448,9 @@ def test_a_backslash_realm_from_a_real_registry_gets_no_credentials(fakes, tmp_p
     require_binary("docker-registry")
     require_binary("openssl")
     tokens = _token_server(fakes)
-    registry = TokenRegistry(tmp_path, f"http://{tokens.host}\\@127.0.0.1/token")
-    try:
+    with TokenRegistry(tmp_path, f"http://{tokens.host}\\@127.0.0.1/token") as registry:
         client = _client(registry.host, credentials=Credentials("imagectl", PASSWORD))
         message = _refused_without_sending(client, tokens, registry.host)
-    finally:
-        registry.stop()
     assert "token realm" in message and "refus" in message
 
 
@@ -472,12 +475,9 @@ def test_an_https_realm_on_another_host_must_have_a_valid_certificate(fakes, tmp
     require_binary("docker-registry")
     require_binary("openssl")
     tokens = _token_server(fakes, tmp_path)
-    registry = TokenRegistry(tmp_path, f"https://{tokens.host}/token")
-    try:
+    with TokenRegistry(tmp_path, f"https://{tokens.host}/token") as registry:
         client = _client(registry.host, credentials=Credentials("imagectl", PASSWORD))
         message = _refused_without_sending(client, tokens, tokens.host)
-    finally:
-        registry.stop()
     assert "certificate" in message.lower() and f"insecure covers only {registry.host}" in message
 
 
