@@ -6,12 +6,11 @@ import click
 
 from ..errors import InputError
 from ..grammar import check_python, check_token, check_version
-from ..matrix.facts import list_row
 from ..matrix.listing import select_profiles
 from ..matrix.names import list_profiles
 from .app import check_framework, echo_json, framework_option, json_option, profile_argument, python_option, workspace
 from .table import format_table
-from .views import LIST_COLUMNS, describe_profile, effective_toolkit, list_table_row, lock_origin, show_text
+from .views import LIST_COLUMNS, describe_profile, list_row_with_lock, list_table_row, show_text
 
 python_option_filter = click.option("--python", metavar="X.Y", help="Only profiles with this Python.")
 
@@ -35,8 +34,7 @@ def cmd_list(ctx: click.Context, framework: str | None, cuda: str | None, python
     if flavor is not None and flavor not in ws.matrix.base.flavors:
         raise InputError(f"--flavor {flavor!r}: not a flavour of the matrix ({', '.join(ws.matrix.base.flavors)})")
     profiles = select_profiles(list_profiles(ws.matrix, check_framework(ws, framework)), cuda, python, flavor, newest)
-    rows = [{**list_row(p), "lock": lock_origin(p, ws.config),
-             "min_driver": effective_toolkit(p, ws.config, ws.matrix)[0].min_driver} for p in profiles]
+    rows = [list_row_with_lock(p, ws.config, ws.matrix) for p in profiles]
     echo_json(rows) if as_json else click.echo(format_table([list_table_row(r) for r in rows], LIST_COLUMNS))
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
-from ..lock.runtime import lock_reader
+from ..lock.runtime import cuda_of
 from ..lock.store import FoundLock, find_lock
-from ..matrix.facts import profile_facts
+from ..matrix.facts import list_row, profile_facts
 from ..matrix.listing import profile_notes
 from ..matrix.model import CudaToolkit, Matrix, Profile
 from ..matrix.runtime import runtime_toolkit
@@ -35,16 +35,22 @@ def list_table_row(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "verified": "yes" if row["verified"] else "NO", "base": "EOL" if row["end_of_life"] else "ok"}
 
 
-def lock_origin(profile: Profile, config: Config) -> str:
-    """``shipped`` or ``team`` (a lock file applies), else ``build`` (the build locks against its index)."""
+def applying_lock(profile: Profile, config: Config,
+                  matrix: Matrix) -> tuple[FoundLock | None, CudaToolkit, list[str]]:
+    """``(lock file, toolkit, notes)`` of ``profile``, with one lookup of the lock: the lock file a build installs
+    (None: the build locks at build time) and the CUDA whose driver floors and GPU targets apply, the one that lock
+    installs (JAX's plugins take the newest CUDA wheels of the major), as ``compat`` judges it.  Raises InputError
+    for a lock file that cannot be read."""
     found = find_lock(profile, config, index_url(profile, config))
-    return found.origin if found else UNLOCKED
+    toolkit, notes = runtime_toolkit(profile, cuda_of(found, matrix))
+    return found, toolkit, notes
 
 
-def effective_toolkit(profile: Profile, config: Config, matrix: Matrix) -> tuple[CudaToolkit, list[str]]:
-    """``(toolkit, notes)``: the CUDA whose driver floors and GPU targets apply to ``profile``, the one its lock
-    installs (JAX's plugins take the newest CUDA wheels of the major), as ``compat`` judges it."""
-    return runtime_toolkit(profile, lock_reader(config, matrix)(profile))
+def list_row_with_lock(profile: Profile, config: Config, matrix: Matrix) -> dict[str, Any]:
+    """A ``list --json`` row: the profile's :func:`~imagectl.matrix.facts.list_row`, the driver floor of the CUDA
+    its lock installs, and where that lock comes from (``shipped``, ``team``, or ``build``: locked at build time)."""
+    found, toolkit, _ = applying_lock(profile, config, matrix)
+    return {**list_row(profile), "lock": found.origin if found else UNLOCKED, "min_driver": toolkit.min_driver}
 
 
 def lock_summary(found: FoundLock | None) -> dict[str, object] | None:
@@ -65,8 +71,7 @@ def describe_profile(profile: Profile, config: Config, matrix: Matrix) -> dict[s
     """Everything ``show --json`` prints for a profile (see README for the keys), in :data:`SHOW_KEYS` order: its
     facts, where a build pulls its base and installs from, and the lock it installs; the driver floors and GPU
     targets follow the CUDA that lock installs.  Raises InputError for a lock file that cannot be read."""
-    toolkit, runtime_notes = effective_toolkit(profile, config, matrix)
-    index = index_url(profile, config)
+    found, toolkit, runtime_notes = applying_lock(profile, config, matrix)
     described = {
         **profile_facts(profile),
         "base_image_pull": str(ImageSpec(profile).pulled_base(config.mirrors)),
@@ -75,9 +80,9 @@ def describe_profile(profile: Profile, config: Config, matrix: Matrix) -> dict[s
         "gpu_archs": list(profile.variant.archs or toolkit.archs),
         # unverified build, companions not released (as build prints them), a lock's CUDA other than the label's
         "notes": profile_notes(profile) + runtime_notes,
-        "index_url": index,
+        "index_url": index_url(profile, config),
         # the lock a build installs; None: no lock file applies, the build locks at build time
-        "lock": lock_summary(find_lock(profile, config, index)),
+        "lock": lock_summary(found),
         "image": moving_reference(profile.name, config).familiar,
     }
     return {key: described[key] for key in SHOW_KEYS}

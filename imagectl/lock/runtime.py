@@ -8,7 +8,12 @@ from ..config import Config
 from ..matrix.model import Matrix, Profile
 from ..matrix.runtime import LockedCuda, locked_cuda
 from ..pip_index import index_url
-from .store import find_lock
+from .store import FoundLock, find_lock
+
+
+def cuda_of(found: FoundLock | None, matrix: Matrix) -> LockedCuda | None:
+    """The CUDA the lock file ``found`` installs, or None when no lock file applies (pure)."""
+    return locked_cuda(found.lock.versions, matrix.cuda) if found else None
 
 
 def lock_reader(config: Config, matrix: Matrix) -> Callable[[Profile], LockedCuda | None]:
@@ -17,7 +22,6 @@ def lock_reader(config: Config, matrix: Matrix) -> Callable[[Profile], LockedCud
     configured index."""
 
     def read(profile: Profile) -> LockedCuda | None:
-        found = find_lock(profile, config, index_url(profile, config))
-        return locked_cuda(found.lock.versions, matrix.cuda) if found else None
+        return cuda_of(find_lock(profile, config, index_url(profile, config)), matrix)
 
     return read
