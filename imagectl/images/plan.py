@@ -72,7 +72,6 @@ class Plan:
     request: BuildRequest
     spec: ImageSpec
     lock: ChosenLock
-    base: Reference
     files: Mapping[str, bytes]
     added: Mapping[str, Path]
     added_digests: Mapping[str, str]
@@ -119,5 +118,5 @@ def plan_build(request: BuildRequest, config: Config, digest_of: DigestOf, trace
         digests = file_digests(added_files)
         key = build_key(files, digest, config.build_args, digests)
     netrc = files.pop(NETRC_FILE, b"")
-    return Plan(request, spec, chosen, spec.pulled_base(config.mirrors), files, added_files, digests, key,
+    return Plan(request, spec, chosen, files, added_files, digests, key,
                 repository(request.repository_name, config), netrc)

@@ -26,6 +26,8 @@ from functools import cached_property
 from ..errors import InputError
 from ..grammar import check_package_name, check_version
 
+# as-of values that are no date (no cut-off): ``latest`` asked for, ``none`` for an index without upload times
+UNDATED = ("latest", "none")
 HEADER_KEYS = ("index", "platform", "as-of", "inputs", "source")  # after the first line, in this order
 # optional header lines: "floors" (after as-of) says which security floor lifted which package past the as-of date
 OPTIONAL_KEYS = ("floors",)

@@ -33,7 +33,7 @@ from ..errors import OperationError
 from ..matrix.model import Profile
 from .asof import resolve_as_of, upload_date
 from .layers import layer_of
-from .lockfile import Lock, LockedPackage, LockHeader, canonical_name, parse_lock
+from .lockfile import UNDATED, Lock, LockedPackage, LockHeader, canonical_name, parse_lock
 from .resolve import ResolveError, resolve
 from .store import LockOrigin, find_lock
 from .target import Target, build_tag, lock_inputs, profile_lock_id, target_for
@@ -81,7 +81,7 @@ class LockRequest:
     def settled(self, today: dt.date) -> bool:
         """Whether the resolution can no longer change: its date is a day before ``today`` (UTC), so the index
         holds every file it will ever hold for it."""
-        return self.as_of not in ("latest", "none") and self.as_of < today.isoformat()
+        return self.as_of not in UNDATED and self.as_of < today.isoformat()
 
     def key(self) -> dict[str, object]:
         """The request as plain data: the cache key of its lock."""
@@ -160,7 +160,7 @@ def resolve_lock(request: LockRequest, target: Target, prefer: Lock | None = Non
     CUDA layer depends on the CUDA pins alone, not on the framework release's date."""
     preferred = list(prefer.packages) if prefer else []
     note = request.as_of_note
-    if request.first_layer and request.as_of not in ("latest", "none") and not preferred:
+    if request.first_layer and request.as_of not in UNDATED and not preferred:
         day = first_layer_as_of(target, request.first_layer, request.grace_days, request.as_of)
         try:
             preferred = resolve(request.first_layer, target, day) if day is not None else []

@@ -21,7 +21,7 @@ from typing import Sequence
 
 from ..errors import OperationError
 from ..redact import redact, userinfo_secrets
-from .lockfile import LockedPackage, parse_packages, requirement_lines
+from .lockfile import UNDATED, LockedPackage, parse_packages, requirement_lines
 from .target import Target
 
 TIMEOUT_S = 600  # one resolution, the whole closure of the largest profile takes seconds
@@ -69,7 +69,7 @@ def uv_arguments(target: Target, as_of: str | None, constraints: bool) -> list[s
         args += ["--allow-insecure-host", host]
     if constraints:
         args += ["--constraints", "constraints.txt"]
-    if as_of and as_of not in ("latest", "none"):
+    if as_of and as_of not in UNDATED:
         args += ["--exclude-newer", as_of]
         for package in target.exclude_newer_packages:  # a security floor: that package as of a later day
             args += ["--exclude-newer-package", package]
