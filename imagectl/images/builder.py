@@ -158,11 +158,15 @@ def _short_name(repo: Reference) -> str:
 
 def _engine_build(plan: Plan, config: Config, engine: Engine, trace: Trace) -> tuple[str, PipLog]:
     """Write the plan's context (sweeping those killed builds left behind first) and build it with the engine;
-    ``(image id, what pip did)``."""
+    ``(image id, what pip did)``.  Raises BuildError (step ``build``), also when the context cannot be written (a
+    full disk)."""
     log = trace.log
     sweep_contexts()
     with trace.timed("build"), build_context() as tmp:
-        write_context(plan.context(), plan.added, tmp, link=True)
+        try:
+            write_context(plan.context(), plan.added, tmp, link=True)
+        except OSError as exc:
+            raise BuildError(f"cannot write the build context in {tmp}: {exc.strerror or exc}", "build") from None
         log(f"building {plan.request.profile.name} (build key {plan.key[:10]})")
         pip = PipLog()
         with Heartbeat(log, "building", pip=pip) as beat:

@@ -8,6 +8,7 @@ apart, so their names are known.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import signal
@@ -669,3 +670,14 @@ def test_an_unreachable_base_registry_names_the_registry_and_the_mirror_setting(
 
     hint = mirror_hint(parse_reference("docker.io/nvidia/cuda:12.1.1-base-ubuntu22.04"), Config())
     assert 'mirror it: [mirrors] "docker.io" = ' in hint and "IMAGECTL_MIRRORS" in hint
+
+
+def test_a_context_that_cannot_be_written_is_a_failed_build_that_tags_nothing(matrix, engine, registry,
+                                                                             monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(builder, "write_context", full)
+    [failed] = many([resolve_profile(NAME, matrix)], with_registry(), engine)
+    assert (failed.status, failed.step) == ("failed", "build") and "No space left on device" in failed.error
+    assert engine.builds == [] and registry.store(REPO).tag_map == {}
