@@ -79,6 +79,11 @@ def driver_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
+def driver_branch(version: str) -> int:
+    """The branch of a driver version: 570 for 570.86.16."""
+    return driver_key(version)[0]
+
+
 def major_minor(version: object) -> str | None:
     """``12.1`` for ``12.1.105``, ``3.11`` for ``3.11.7`` (None for an empty value; text that is not a
     version keeps its first two dot-separated parts)."""

@@ -23,15 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ..grammar import driver_branch
 from .model import CudaToolkit, Gpu
 
 Mechanism = Literal["host", "forward", "refused"]
 FORWARD = "forward compatibility (cuda-compat, data-center GPUs only)"
-
-
-def branch(driver: str) -> int:
-    """The branch of a driver version: 570 for 570.86.16."""
-    return int(driver.split(".")[0])
 
 
 def require_cuda(toolkit: CudaToolkit) -> str:
@@ -56,7 +52,7 @@ class Admission:
 
 def admission(toolkit: CudaToolkit, driver: str, gpu: Gpu | None = None) -> Admission:
     """How an image whose base is CUDA ``toolkit`` starts on ``driver`` (and ``gpu``, when known)."""
-    t, own, have = toolkit, branch(toolkit.min_driver), branch(driver)
+    t, own, have = toolkit, driver_branch(toolkit.min_driver), driver_branch(driver)
     if have >= own:
         return Admission("host", driver)
     below = f"driver {driver} (R{have}) is below CUDA {t.version}'s driver branch R{own}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from ..errors import InputError
-from ..grammar import driver_key
+from ..grammar import driver_branch, driver_key
 from .model import Gpu, Matrix
 
 _SM_RE = re.compile(r"^sm_?([0-9]{2,3})$")
@@ -53,25 +53,20 @@ def arch_gpu(label: str, arch: str, matrix: Matrix) -> Gpu:
     return Gpu(name=label, arch=arch, min_driver=floor, last_branch=last, host=host)
 
 
-def branch(driver: str) -> int:
-    """The branch of a driver version: 570 for 570.86.16."""
-    return int(driver.split(".")[0])
-
-
 def gpu_driver_reasons(gpu: Gpu, driver: str) -> list[str]:
     """Why ``driver`` cannot drive ``gpu`` (empty when it can, or when the matrix records no bound)."""
     label = gpu.name if gpu.name == gpu.arch else f"{gpu.name} ({gpu.arch})"
-    if gpu.last_branch and branch(driver) > gpu.last_branch:
+    if gpu.last_branch and driver_branch(driver) > gpu.last_branch:
         return [f"driver {driver} no longer supports {label}: its last driver branch is R{gpu.last_branch}"]
     listed, release = list_status(gpu, driver)
     if listed is False:
         where = (f"driver {driver}'s" if release == driver
                  else f"driver {release}'s (the nearest release read to {driver})")
         return [f"{label} is not in {where} supported-GPU list (NVIDIA's open-gpu-kernel-modules README, "
-                f"\"Compatible GPUs\"; {listed_in(gpu, branch(driver))})"]
+                f"\"Compatible GPUs\"; {listed_in(gpu, driver_branch(driver))})"]
     if listed is None and gpu.min_driver and driver_key(driver) < driver_key(gpu.min_driver):
         return [f"driver {driver} predates {label}: the first driver that knows it is {gpu.min_driver}"
-                f" (R{branch(gpu.min_driver)})"]
+                f" (R{driver_branch(gpu.min_driver)})"]
     return []
 
 
@@ -82,7 +77,7 @@ def _ends(text: str) -> tuple[str, str]:
 
 def _in(driver: str, text: str) -> bool:
     first, last = _ends(text)
-    return branch(first) == branch(driver) and driver_key(first) <= driver_key(driver) <= driver_key(last)
+    return driver_branch(first) == driver_branch(driver) and driver_key(first) <= driver_key(driver) <= driver_key(last)
 
 
 def list_status(gpu: Gpu, driver: str) -> tuple[bool | None, str]:
@@ -95,7 +90,7 @@ def list_status(gpu: Gpu, driver: str) -> tuple[bool | None, str]:
     for text, flag in ranges:
         if _in(driver, text):
             return flag, driver
-    same = [(text, flag) for text, flag in ranges if branch(_ends(text)[0]) == branch(driver)]
+    same = [(text, flag) for text, flag in ranges if driver_branch(_ends(text)[0]) == driver_branch(driver)]
     below = [(_ends(t)[1], f) for t, f in same if driver_key(_ends(t)[1]) < driver_key(driver)]
     if below:
         last = max(below, key=lambda x: driver_key(x[0]))
@@ -113,7 +108,7 @@ def list_status(gpu: Gpu, driver: str) -> tuple[bool | None, str]:
 def listed_in(gpu: Gpu, in_branch: int) -> str:
     """The releases of ``in_branch`` that list ``gpu`` (``listed in 550.40.65..550.40.85, 550.90.07..550.163.01``), or
     the first release that does."""
-    ranges = [r for r in gpu.listed if branch(_ends(r)[0]) == in_branch]
+    ranges = [r for r in gpu.listed if driver_branch(_ends(r)[0]) == in_branch]
     if ranges:
         return f"listed in {', '.join(ranges)}"
     if gpu.listed:
