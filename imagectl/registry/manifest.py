@@ -222,6 +222,21 @@ def pick_platform(children: list[Descriptor], os: str = "linux", architecture: s
     return children[0]
 
 
+def platform_name(platform: Mapping[str, str] | None) -> str:
+    """``os/architecture[/variant]`` of an index entry's platform (``linux/arm64``, ``linux/arm/v7``); "" when it
+    names none (pure)."""
+    platform = platform or {}
+    parts = [platform.get("os", ""), platform.get("architecture", ""), platform.get("variant", "")]
+    return "/".join(p for p in parts if p) if parts[0] and parts[1] else ""
+
+
+def is_platform_entry(child: Descriptor) -> bool:
+    """Whether an index entry is an image for a platform, not an attachment such as the attestation manifests
+    BuildKit lists under the platform ``unknown/unknown`` (pure)."""
+    platform = child.platform or {}
+    return platform.get("os") != "unknown" and platform.get("architecture") != "unknown"
+
+
 def _descriptor(item: object, owner: str) -> Descriptor:
     if not isinstance(item, dict) or not isinstance(item.get("digest"), str):
         raise RegistryError(f"manifest {owner} has a malformed descriptor: {str(item)[:120]}")

@@ -6,6 +6,19 @@ younger than ``min_age``, or when its image is shared with a kept tag: a registr
 alone deletes the manifest, and with it every tag pointing to it, so an image goes only when all its tags go.
 ``--dry-run`` prints the plan and stops.
 
+Image indexes (multi-platform images, see :mod:`.store`): an index names its children (one image manifest per
+platform, untagged) by digest, so deleting a child breaks every index that names it.  The plan therefore keeps
+every manifest reachable from what stays (the kept tags' images and what the moving tag and channels point
+to, through indexes, :func:`reachable`): a tag whose image is in a kept index is kept too (until nothing more
+changes), and the children of a deleted index get rows of their own (``index``: the deleted index's tag,
+``platform``): deleted when nothing that stays reaches them, kept (and said why) when something does.  In the
+execution they go last, after every tag, and each only when its index is gone from the repository (a registry
+that deletes a tag alone keeps the index, and its children with it, for its garbage collection) and when,
+right before its delete, no tag reaches it: one listing finds tags made since the plan, and the pointers are
+re-read before each child as before each image.  What is left: an index pushed under a brand-new tag between
+that listing and the child's delete, naming the child (a build puts its children before its index: when prune
+deleted one in between, the registry refuses that index, so the build fails instead of leaving it broken).
+
 :func:`execute_prune` deletes image by image, watching the tags that could hold an image it is about to delete:
 
 - the moving tag and channels ("pointers"): where each points is re-read (one HEAD each) after every delete,
@@ -35,40 +48,96 @@ In the local engine a prune only removes tags (``docker rmi`` of a tag), which n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
 
-from ..errors import OperationError
+from ..errors import NotFoundError, OperationError
 from .history import TagInfo, read_listing, sorted_newest_first
 from .naming import is_immutable, short_digest
-from .store import TagStore
+from .store import ChildManifest, TagStore
+
+Contents = Mapping[str, Sequence[ChildManifest]]
+"""digest of an index -> the manifests it names (image manifests are absent, or map to nothing)."""
 
 
 @dataclass(frozen=True)
 class Deletion:
-    """The plan's decision for one immutable tag: ``delete`` or keep, and why."""
+    """The plan's decision for one immutable tag, or for one child manifest of an index that goes (``tag`` "",
+    ``index`` the tag of that index, ``platform`` the child's): ``delete`` or keep, and why."""
 
     tag: str
     digest: str
     _: KW_ONLY
     delete: bool
     reason: str
+    index: str = ""
+    platform: str = ""
 
 
-def plan_prune(tags: list[TagInfo], pointed: set[str], keep: int, min_age: timedelta, now: datetime) -> list[Deletion]:
-    """One decision per immutable tag of ``tags``, newest first (pure).
+def plan_prune(tags: list[TagInfo], pointed: set[str], keep: int,  # noqa: PLR0913 - the plan's inputs, as is
+               min_age: timedelta, now: datetime, *, contents: Contents | None = None) -> list[Deletion]:
+    """One decision per immutable tag of ``tags``, newest first, then one per child manifest of the indexes
+    that go (pure).
 
     ``pointed``: the digests moving tags and channels point to.  ``keep``: how many of the newest tags stay
-    whatever their age.  ``min_age``: a younger tag (by the time in its name, against ``now``) stays.  Raises
-    ValueError for a negative ``keep``.
+    whatever their age.  ``min_age``: a younger tag (by the time in its name, against ``now``) stays.
+    ``contents``: what each index among the digests names (see the module docstring).  Raises ValueError for a
+    negative ``keep``.
     """
     if keep < 0:
         raise ValueError("keep must be >= 0")
+    contents = contents or {}
     rule = _Rule(keep, min_age, now, frozenset(pointed))
-    decided = [rule.decide(info, rank) for rank, info in enumerate(sorted_newest_first(tags))]
-    kept = {d.digest: d.tag for d in decided if not d.delete}
-    return [_share(d, kept) for d in decided]
+    plan = [rule.decide(info, rank) for rank, info in enumerate(sorted_newest_first(tags))]
+    while True:  # keeping a tag for an index it is in may keep another index, and its children: until it settles
+        kept = {d.digest: d.tag for d in plan if not d.delete}
+        held = reachable({**dict.fromkeys(pointed, ""), **kept}, contents)
+        settled = [_share(d, kept, held) for d in plan]
+        if settled == plan:
+            return plan + _child_rows(plan, held, contents)
+        plan = settled
+
+
+def reachable(roots: Mapping[str, str], contents: Contents) -> dict[str, str]:
+    """digest -> the name of the root that reaches it: every root (digest -> its name) and, through indexes,
+    every manifest they name, at any depth (pure)."""
+    held: dict[str, str] = {}
+    todo = list(roots.items())
+    while todo:
+        digest, name = todo.pop(0)
+        if digest not in held:
+            held[digest] = name
+            todo += [(c.digest, name) for c in contents.get(digest, ())]
+    return held
+
+
+def _child_rows(plan: Sequence[Deletion], held: Mapping[str, str], contents: Contents) -> list[Deletion]:
+    """A row per child manifest of the indexes ``plan`` deletes (children with tags of their own have rows
+    already): deleted when nothing that stays reaches it (``held``), else kept, saying what holds it."""
+    tagged = {d.digest for d in plan}
+    rows: dict[str, Deletion] = {}
+    for d in (d for d in plan if d.delete):
+        for child in _descendants(d.digest, contents):
+            if child.digest in tagged or child.digest in rows:
+                continue
+            platform = child.platform or ("attachment" if child.attachment else "")
+            holder = held.get(child.digest)
+            if holder is None:
+                reason = f"in index {d.tag}, which goes, and in nothing that stays"
+            else:
+                reason = (f"also in kept image {holder}" if holder
+                          else "also in an image a moving tag or channel points to")
+            rows[child.digest] = Deletion("", child.digest, delete=holder is None, reason=reason, index=d.tag,
+                                          platform=platform)
+    return list(rows.values())
+
+
+def _descendants(digest: str, contents: Contents) -> list[ChildManifest]:
+    found = []
+    for child in contents.get(digest, ()):
+        found += [child, *_descendants(child.digest, contents)]
+    return found
 
 
 @dataclass(frozen=True)
@@ -93,11 +162,19 @@ class _Rule:
                         reason=f"older than the newest {self.keep} and than {_age(self.min_age)}")
 
 
-def _share(decision: Deletion, kept: dict[str, str]) -> Deletion:
-    if decision.delete and decision.digest in kept:
+def _share(decision: Deletion, kept: Mapping[str, str], held: Mapping[str, str]) -> Deletion:
+    """``decision`` kept when its image stays anyway: shared with a kept tag, or in an index that stays."""
+    if not decision.delete:
+        return decision
+    if decision.digest in kept:
         reason = f"its image is shared with kept tag {kept[decision.digest]}"
-        return Deletion(decision.tag, decision.digest, delete=False, reason=reason)
-    return decision
+    elif decision.digest in held:
+        holder = held[decision.digest]
+        reason = (f"its image is in kept index {holder}" if holder
+                  else "its image is in an index a moving tag or channel points to")
+    else:
+        return decision
+    return Deletion(decision.tag, decision.digest, delete=False, reason=reason)
 
 
 def _age(age: timedelta) -> str:
@@ -106,22 +183,45 @@ def _age(age: timedelta) -> str:
 
 
 def plan_for_store(store: TagStore, keep: int, min_age: timedelta, now: datetime) -> list[Deletion]:
-    """:func:`plan_prune` over what ``store`` holds now (one listing, one digest read per tag).
+    """:func:`plan_prune` over what ``store`` holds now (one listing, one digest read per tag; an index's
+    children come with its read, a nested index costs one GET).
 
-    Raises RegistryError/EngineError when the tags cannot be read.
+    Raises RegistryError/EngineError when the tags (or an index) cannot be read.
     """
     listing = read_listing(store)
-    return plan_prune(list(listing.immutable), set(listing.pointers.values()), keep, min_age, now)
+    digests = {t.digest for t in listing.immutable} | set(listing.pointers.values())
+    return plan_prune(list(listing.immutable), set(listing.pointers.values()), keep, min_age, now,
+                      contents=read_contents(store, digests))
+
+
+def read_contents(store: TagStore, digests: set[str]) -> dict[str, tuple[ChildManifest, ...]]:
+    """What each index among ``digests`` (and the indexes they name) names; a manifest deleted meanwhile names
+    nothing.  Raises RegistryError for an index that cannot be read."""
+    found: dict[str, tuple[ChildManifest, ...]] = {}
+    todo = sorted(digests)
+    while todo:
+        digest = todo.pop()
+        if digest in found:
+            continue
+        try:
+            found[digest] = store.children(digest)
+        except NotFoundError:
+            found[digest] = ()
+        todo += [c.digest for c in found[digest] if not c.attachment]
+    return {d: c for d, c in found.items() if c}
 
 
 @dataclass
 class PruneReport:
-    """What an execution did: tags deleted, tags skipped (with why), pointers put back, failures."""
+    """What an execution did: tags deleted, tags skipped (with why), pointers put back, failures; index
+    children deleted (digests) and kept (digest, why)."""
 
     deleted: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    deleted_children: list[str] = field(default_factory=list)
+    skipped_children: list[tuple[str, str]] = field(default_factory=list)
 
 
 def execute_prune(store: TagStore, plan: Sequence[Deletion],
@@ -134,15 +234,18 @@ def execute_prune(store: TagStore, plan: Sequence[Deletion],
     report = PruneReport()
     groups: dict[str, list[str]] = {}
     for d in plan:
-        if d.delete:
+        if d.delete and d.tag:
             groups.setdefault(d.digest, []).append(d.tag)
-    if not groups:
+    children = [d for d in plan if d.delete and not d.tag]
+    if not groups and not children:
         return report
-    watch = _Watch(store, {d.tag for d in plan})
+    watch = _Watch(store, {d.tag for d in plan if d.tag})
     watch.relist()
     execution = _Execution(store, watch, report, on_line)
     for digest, tags in groups.items():
         execution.delete_image(digest, tags)
+    if children:
+        execution.delete_children(children, plan)
     return report
 
 
@@ -208,6 +311,43 @@ class _Execution:
         for pointer in sorted(p for p, d in before.items() if d is not None and watch.pointers.get(p) is None):
             if self.put_back(pointer, digest):
                 watch.pointers[pointer] = digest
+
+    def delete_children(self, rows: Sequence[Deletion], plan: Sequence[Deletion]) -> None:
+        """Delete the index children ``rows`` of ``plan``, each only when its index is gone and nothing reaches
+        it right before its delete (see the module docstring)."""
+        watch, report = self.watch, self.report
+        watch.reread()
+        watch.relist()  # tags made since the plan may name an index that holds a child
+        indexes = {d.tag: d.digest for d in plan if d.tag}
+        gone: dict[str, bool] = {}
+        for row in rows:
+            index = indexes.get(row.index, "")
+            if index not in gone:
+                gone[index] = self.store.digest(index) is None if index else True
+            why = self._holder(row.digest, plan) if gone[index] else f"its index {row.index} is still in the repository"
+            if why:
+                report.skipped_children.append((row.digest, why))
+                self.on_line(f"kept {short_digest(row.digest)} ({row.platform or 'child'} of {row.index}): {why}")
+                continue
+            try:
+                self.store.delete_untagged(row.digest)
+            except OperationError as exc:
+                report.failed.append((f"{short_digest(row.digest)} ({row.platform or 'child'} of {row.index})",
+                                      str(exc)))
+                continue
+            report.deleted_children.append(row.digest)
+            self.on_line(f"deleted {short_digest(row.digest)} ({row.platform or 'child'} of {row.index})")
+            if watch.reread():
+                watch.relist()
+
+    def _holder(self, digest: str, plan: Sequence[Deletion]) -> str:
+        """What reaches ``digest`` now ("" when nothing): a kept tag's image, a tag whose delete did not happen,
+        or a pointer or new tag as last read, through the indexes they are."""
+        gone = set(self.report.deleted)
+        roots = {d.digest: d.tag for d in plan if d.tag and d.tag not in gone}
+        roots.update({d: t for t, d in [*self.watch.pointers.items(), *self.watch.unplanned.items()] if d})
+        held = reachable(roots, read_contents(self.store, set(roots)))
+        return f"{held[digest]} now reaches it" if digest in held else ""
 
     def put_back(self, pointer: str, digest: str) -> bool:
         """Put ``pointer``, which went down with ``digest``'s manifest, back on it from the kept bytes; whether it

@@ -9,6 +9,10 @@ Both stores offer the same small interface, so history, rollback, promotion and 
 - ``point(tag, target)``: move ``tag`` to the image ``target`` (a digest/id) — in a registry one manifest GET
   and one manifest PUT, no layer moves; a target that is no image (an artifact) is refused;
 - ``delete(tag)``, ``labels(target)`` and ``created(target)``;
+- images for several platforms (an OCI image index or a Docker manifest list, see "Indexes" below):
+  ``children(target)`` (the manifests an index points to, each with its platform; none for an image),
+  ``platforms(target)`` (one :class:`PlatformImage` per platform: an image has one) and
+  ``delete_untagged(digest)`` (the child manifest of an index prune deleted);
 - the log of past moves of moving tags and channels: ``moves(newest)`` (oldest first, at most the newest
   ``newest`` and :data:`MOVES_READ`), ``last_move(tag)`` (the newest logged move that took ``tag`` somewhere
   else, read cheaply), ``log_position(tag)`` and ``moves_since(tag, position)`` (what other writers logged
@@ -58,6 +62,18 @@ record of ``tag`` (usually none).
 The local engine keeps its log in a JSON file under ``$XDG_STATE_HOME/imagectl/history`` (appends are
 serialised with a lock file, so none is lost; a file that cannot be read is kept beside it as ``.unreadable``
 before the next append).
+
+Indexes
+-------
+A tag may point to an image index (or a Docker manifest list): one manifest naming one image manifest per
+platform by digest, the children untagged.  Moving such a tag is still one GET and one PUT, of the index: every
+platform moves at once.  ``labels`` and ``created`` of an index are those of its :func:`primary_image`, the
+``linux/amd64`` child (else the first), whatever the host, so every machine reads the same; ``platforms`` reads
+every child's config (one manifest GET and one blob GET each) so history can show the platforms and say where
+children disagree.  Entries that are no platform's image (BuildKit's attestation manifests, platform
+``unknown/unknown``) are children but not platforms.  ``digest(tag)`` reads the tag's manifest anyway (the digest
+comes from its bytes): the store notes which digests are indexes then (keeping only the indexes' bytes), so
+``children`` of a digest read that way costs nothing more.
 
 Races: a registry that cannot delete a tag alone deletes the manifest, and with it every tag pointing to it.
 A :class:`RegistryTagStore` therefore keeps the bytes of every manifest it has read for ``point`` or deleted,
@@ -110,6 +126,37 @@ _EMPTY_CONFIG_DIGEST = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e831
 _OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
 
+@dataclass(frozen=True)
+class ChildManifest:
+    """One entry of an image index: the digest of the manifest it names, its platform (``linux/arm64``; "" when
+    the index names none) and whether it is an attachment, no platform's image (an attestation manifest)."""
+
+    digest: str
+    platform: str
+    attachment: bool = False
+
+
+@dataclass(frozen=True)
+class PlatformImage:
+    """One platform's image of a tag's target: its platform (``linux/amd64``; "" when unknown, as in the local
+    engine), the digest of its image manifest (the target itself for a plain image), its creation time (ISO 8601,
+    or "") and its labels."""
+
+    platform: str
+    digest: str
+    created: str
+    labels: Mapping[str, str]
+
+
+PRIMARY_PLATFORM = "linux/amd64"
+
+
+def primary_image(images: Sequence[PlatformImage]) -> PlatformImage | None:
+    """The image whose labels and creation time stand for a target of several platforms: the ``linux/amd64``
+    one, else the first; None for none (pure).  The same on every host, so every machine shows the same facts."""
+    return next((i for i in images if i.platform == PRIMARY_PLATFORM), images[0] if images else None)
+
+
 LogPosition = frozenset[str]
 """What the move log held of one tag at some moment: the ids of its entries (record tags in a registry), so
 :meth:`TagStore.moves_since` can tell which moves were logged after it (by other writers)."""
@@ -159,6 +206,9 @@ class TagStore(Protocol):
     def delete(self, tag: str) -> None: ...
     def labels(self, target: str) -> Mapping[str, str]: ...
     def created(self, target: str) -> str: ...
+    def children(self, target: str) -> tuple[ChildManifest, ...]: ...
+    def platforms(self, target: str) -> tuple[PlatformImage, ...]: ...
+    def delete_untagged(self, digest: str) -> None: ...
     def moves(self, newest: int | None = None) -> list[Move]: ...
     def last_move(self, tag: str) -> Move | None: ...
     def log_position(self, tag: str) -> LogPosition: ...
@@ -330,6 +380,7 @@ class RegistryTagStore:
         self._path = repository.path
         self._clock = clock
         self._configs: dict[str, ImageConfig] = {}
+        self._indexes: dict[str, Manifest | None] = {}  # digest -> its bytes if an index, None if an image manifest
         self._manifests: dict[str, Manifest] = {}  # digest -> Manifest read for point() or kept before a delete
         self._records: list[str] = []  # the record tags the last listing showed, oldest first
         self._written: set[str] = set()  # the record tags this store wrote
@@ -349,8 +400,16 @@ class RegistryTagStore:
         return next(iter(tags_with_key(self.tags(), key)), None)
 
     def digest(self, tag: str) -> str | None:
-        """The manifest digest ``tag`` points to, or None."""
-        return self.client.head_manifest(self._path, tag)
+        """The manifest digest ``tag`` points to (from the manifest's bytes: one GET), or None; a digest is
+        asked with one HEAD.  Notes whether it is an index (see "Indexes" in the module docstring)."""
+        if tag.startswith("sha256:"):
+            return self.client.head_manifest(self._path, tag)
+        try:
+            manifest = self.client.get_manifest(self._path, tag)
+        except NotFoundError:
+            return None
+        self._indexes[manifest.digest] = manifest if manifest.is_index else None
+        return manifest.digest
 
     def point(self, tag: str, target: str) -> None:
         """Move ``tag`` to manifest ``target``: one GET and one PUT of the manifest, no blob moves.
@@ -410,20 +469,65 @@ class RegistryTagStore:
                 if self.client.head_manifest(self._path, digest) is None:
                     self.client.put_manifest(self._path, digest, self._manifests[digest])
 
+    def delete_untagged(self, digest: str) -> None:
+        """Delete the manifest ``digest`` no tag points to (a child of an index prune deleted), its bytes kept
+        first as :meth:`delete` keeps them; gone already is done.  Raises RegistryError (AuthError)."""
+        try:
+            self._manifests[digest] = self.client.get_manifest(self._path, digest)
+        except NotFoundError:
+            return
+        self._delete_manifest(digest)
+
+    def _index(self, target: str) -> Manifest | None:
+        """The index ``target`` is, or None for an image manifest (one GET unless :meth:`digest` read it)."""
+        if target not in self._indexes:
+            manifest = self.client.get_manifest(self._path, target)
+            self._indexes[target] = manifest if manifest.is_index else None
+        return self._indexes[target]
+
+    def children(self, target: str) -> tuple[ChildManifest, ...]:
+        """The manifests the index ``target`` points to, with their platforms; () for an image manifest.
+        Raises NotFoundError when ``target`` is gone, RegistryError for a malformed index."""
+        from ..registry.manifest import is_platform_entry, platform_name  # the registry package loads requests
+
+        index = self._index(target)
+        if index is None:
+            return ()
+        return tuple(ChildManifest(c.digest, platform_name(c.platform), attachment=not is_platform_entry(c))
+                     for c in index.children())
+
+    def platforms(self, target: str) -> tuple[PlatformImage, ...]:
+        """One :class:`PlatformImage` per platform of ``target``: its own for an image manifest, each platform
+        child's for an index (a child without a platform in the index is named by its config's).  Raises
+        NotFoundError, RegistryError for a manifest or config that cannot be read."""
+        if self._index(target) is None:
+            return (self._platform_image(target, ""),)
+        return tuple(self._platform_image(c.digest, c.platform) for c in self.children(target) if not c.attachment)
+
+    def _platform_image(self, digest: str, platform: str) -> PlatformImage:
+        config = self._config(digest)
+        name = platform or "/".join(p for p in (config.os, config.architecture) if p)
+        return PlatformImage(name, digest, config.created.isoformat() if config.created else "", config.labels)
+
     def _config(self, target: str) -> ImageConfig:
         if target not in self._configs:
             manifest = self.client.get_manifest(self._path, target)
             self._configs[target] = self.client.get_image_config(self._path, manifest)
         return self._configs[target]
 
+    def _primary(self, target: str) -> PlatformImage:
+        found = primary_image(self.platforms(target))
+        if found is None:
+            raise RegistryError(f"{self.repository.familiar}: the index {short_digest(target)} lists no image")
+        return found
+
     def labels(self, target: str) -> Mapping[str, str]:
-        """The labels of image ``target``."""
-        return self._config(target).labels
+        """The labels of image ``target`` (of an index: its :func:`primary_image`'s)."""
+        return self._primary(target).labels
 
     def created(self, target: str) -> str:
-        """The creation time of image ``target`` (ISO 8601, or '')."""
-        created = self._config(target).created
-        return created.isoformat() if created else ""
+        """The creation time of image ``target`` (ISO 8601, or ''; of an index: its :func:`primary_image`'s)."""
+        return self._primary(target).created
 
     # -- the move log
 
@@ -596,6 +700,20 @@ class EngineTagStore:
         """The creation time of image ``target``."""
         info = self.engine.inspect(target)
         return info.created if info else ""
+
+    def children(self, target: str) -> tuple[ChildManifest, ...]:
+        """(): a local engine's image is one platform's."""
+        return ()
+
+    def platforms(self, target: str) -> tuple[PlatformImage, ...]:
+        """The image ``target`` alone, its platform unknown (the engine's inspect does not say it here)."""
+        info = self.engine.inspect(target)
+        if info is None:
+            raise NotFoundError(f"{self._name}: no local image {target}")
+        return (PlatformImage("", target, info.created, info.labels),)
+
+    def delete_untagged(self, digest: str) -> None:
+        """Nothing: the local engine holds no index children (see :meth:`children`)."""
 
     def moves(self, newest: int | None = None) -> list[Move]:
         """The local move log, oldest first (the newest ``newest`` only, when given); what cannot be read is

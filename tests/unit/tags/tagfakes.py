@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from imagectl.errors import NotFoundError
 from imagectl.reference import parse_reference
 from imagectl.tags.naming import tags_with_key
-from imagectl.tags.store import Move, last_real_move, with_from_tags
+from imagectl.tags.store import ChildManifest, Move, PlatformImage, last_real_move, with_from_tags
 
 
 class FakeStore:
@@ -28,6 +28,17 @@ class FakeStore:
         self.hooks: dict[str, Callable[..., None]] = {}
         self.problems: list[str] = []  # what reading the log skipped, as the real stores report it
         self.written: set[int] = set()  # the log entries this store recorded itself
+        self.contents: dict[str, tuple[ChildManifest, ...]] = {}  # index digest -> its children
+
+    def add_index(self, tag: str | None, digest: str, children: dict[str, str]) -> None:
+        """An index ``digest`` (under ``tag``, if given) naming ``children`` (digest -> platform), each an untagged
+        manifest of the repository."""
+        self.manifests.update(children)
+        self.contents[digest] = tuple(ChildManifest(d, p) for d, p in children.items())
+        if tag is None:
+            self.manifests.add(digest)
+        else:
+            self.add(tag, digest)
 
     # -- setup helpers
     def add(self, tag: str, digest: str) -> None:
@@ -57,6 +68,8 @@ class FakeStore:
 
     def digest(self, tag: str) -> str | None:
         self._hook("digest", tag)
+        if tag.startswith("sha256:"):  # as the registry store: a HEAD by digest
+            return tag if tag in self.manifests else None
         return self.tag_map.get(tag)
 
     def point(self, tag: str, target: str) -> None:
@@ -84,6 +97,25 @@ class FakeStore:
         if target not in self.manifests:
             raise NotFoundError(target)
         return "2024-05-01T12:00:00+00:00"
+
+    def children(self, target: str) -> tuple[ChildManifest, ...]:
+        self._hook("children", target)
+        if target not in self.manifests:
+            raise NotFoundError(target)
+        return self.contents.get(target, ())
+
+    def platforms(self, target: str) -> tuple[PlatformImage, ...]:
+        if target not in self.manifests:
+            raise NotFoundError(target)
+        if target not in self.contents:
+            return (PlatformImage("linux/amd64", target, self.created(target), self.labels(target)),)
+        return tuple(PlatformImage(c.platform, c.digest, self.created(c.digest), self.label_map.get(c.digest, {}))
+                     for c in self.contents[target] if not c.attachment)
+
+    def delete_untagged(self, digest: str) -> None:
+        self._hook("delete_untagged", digest)
+        self.kept.add(digest)
+        self.remove_manifest(digest)
 
     def moves(self, newest: int | None = None) -> list[Move]:
         self._hook("moves")
