@@ -49,6 +49,7 @@ from .loopback import hostname
 from .manifest import (
     MANIFEST_ACCEPT,
     MANIFEST_TYPES,
+    OCI_INDEX,
     DigestMismatchError,
     ImageConfig,
     Manifest,
@@ -402,6 +403,25 @@ class RegistryClient:
             url, params = following, None
         raise RegistryError(f"registry {self.host}: {what}: more than {MAX_TAG_PAGES} pages; stopped listing")
 
+    def get_referrers(self, repository: str, digest: str) -> Manifest | None:
+        """The OCI 1.1 referrers index of manifest ``digest`` (``GET /v2/<name>/referrers/<digest>``), or None when
+        the registry has no referrers API (it answers 404, as distribution 2.8 does; a registry with the API
+        answers an index, empty when nothing refers to ``digest``).
+
+        Raises AuthError if refused, RegistryError for another failure or an answer that is not an OCI index.
+        """
+        what = f"GET referrers of {_ref(repository, digest)}"
+        response = self._request(
+            "GET", f"/v2/{repository}/referrers/{digest}", _pull(repository), what,
+            headers={"Accept": OCI_INDEX}, ok=(200, 404), max_bytes=MAX_MANIFEST_BYTES,
+        )
+        if response.status_code == 404:
+            return None
+        index = Manifest.from_bytes(response.content, OCI_INDEX)
+        if not isinstance(index.json().get("manifests", []), list):
+            raise RegistryError(f"registry {self.host}: {what}: answered something that is not an OCI index")
+        return index
+
     # -- blobs -------------------------------------------------------------------------------------------
 
     def blob_exists(self, repository: str, digest: str) -> bool:
@@ -446,12 +466,69 @@ class RegistryClient:
         digest = digest or _digest_of(data)
         what = f"upload blob {_ref(repository, digest)}"
         started = self._request("POST", f"/v2/{repository}/blobs/uploads/", _push(repository), what, ok=(202,))
+        self.finish_upload(repository, self._location(started, what), data, digest)
+        return digest
+
+    def start_upload(self, repository: str, digest: str, from_repository: str | None = None) -> str | None:
+        """Open an upload of blob ``digest`` into ``repository``, asking first to mount it from ``from_repository``.
+
+        None when the registry mounted it (201: nothing to send); else the URL of the upload session it opened
+        (202), which the caller must either :meth:`finish_upload` or :meth:`cancel_upload`.  Raises AuthError if
+        refused, RegistryError otherwise.
+        """
+        what = f"upload blob {_ref(repository, digest)}"
+        scopes = _push(repository)
+        params = None
+        if from_repository:
+            what = f"mount blob {digest} from {from_repository} into {repository}"
+            scopes += (repository_scope(from_repository, "pull"),)
+            params = {"mount": digest, "from": from_repository}
+        response = self._request("POST", f"/v2/{repository}/blobs/uploads/", scopes, what, params=params,
+                                 ok=(201, 202) if from_repository else (202,))
+        return None if response.status_code == 201 else self._location(response, what)
+
+    def finish_upload(self, repository: str, location: str, data: bytes | Readable, digest: str) -> None:
+        """Send all of blob ``digest`` (bytes, or streamed from a file-like ``data``) into the upload session at
+        ``location`` (from :meth:`start_upload`) with one PUT, which the registry checks against ``digest``.
+
+        The PUT gets the request timeout plus as much again per MiB (:func:`.deadline.transfer_seconds`).  Raises
+        AuthError if refused, RegistryError otherwise (400 DIGEST_INVALID when the bytes do not match).
+        """
         self._request(
-            "PUT", self._location(started, what), _push(repository), what, params={"digest": digest},
+            "PUT", location, _push(repository), f"upload blob {_ref(repository, digest)}", params={"digest": digest},
             headers={"Content-Type": "application/octet-stream"}, data=data, ok=(201,),
             seconds=transfer_seconds(self._timeouts.request_s, _body_size(data)),
         )
-        return digest
+
+    def cancel_upload(self, repository: str, location: str) -> None:
+        """Cancel the upload session at ``location``; a failure is only logged (the registry expires it)."""
+        what = f"cancel upload into {repository}"
+        try:
+            self._request("DELETE", location, _push(repository), what, ok=(200, 204, 404))
+        except RegistryError as exc:
+            log.info("could not cancel an upload into %s: %s", repository, exc)
+
+    def list_repositories(self, after: str = "", page_size: int = 1000, max_pages: int = 10) -> Iterator[str]:
+        """The repositories of the registry's catalog (``/v2/_catalog``) in its (lexical) order, starting after
+        ``after``, ``page_size`` a page, at most ``max_pages`` pages; the caller stops reading when it has enough.
+
+        Raises AuthError if refused (token registries grant ``registry:catalog:*`` to few), NotFoundError or
+        RegistryError (UNSUPPORTED) where there is no catalog, RegistryError when a next-page link loops.
+        """
+        what = "GET catalog"
+        url, seen = "/v2/_catalog", set[str]()
+        params: dict[str, str] | None = {"n": str(page_size), **({"last": after} if after else {})}
+        for _ in range(max_pages):
+            response = self._request("GET", url, ("registry:catalog:*",), what, params=params,
+                                     max_bytes=MAX_TAG_PAGE_BYTES)
+            names = _json_object(response, self.host, what).get("repositories") or []
+            if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+                raise RegistryError(f"registry {self.host}: {what}: answered a list whose entries are not names")
+            yield from names
+            following = _next_page(response, seen, self.host, what)
+            if following is None or not names:
+                return
+            url, params = following, None
 
     def mount_blob(self, repository: str, digest: str, from_repository: str) -> bool:
         """Mount blob ``digest`` from ``from_repository`` of this registry; True if mounted (201).

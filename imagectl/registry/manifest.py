@@ -21,7 +21,13 @@ DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
+OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
 OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
+OCI_LAYER_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"  # [registry] compression = "zstd"
+DOCKER_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+# layer media type -> how its tar is compressed ("" none); a layer of any other type is not a tar imagectl reads
+LAYER_COMPRESSION = {OCI_LAYER: "", OCI_LAYER_GZIP: "gzip", OCI_LAYER_ZSTD: "zstd", DOCKER_LAYER: "gzip",
+                     "application/vnd.docker.image.rootfs.diff.tar": ""}
 
 MANIFEST_TYPES = (OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_MANIFEST_LIST)
 INDEX_TYPES = (OCI_INDEX, DOCKER_MANIFEST_LIST)

@@ -332,6 +332,7 @@ class FaultInjectingProxy:
         self._lock = threading.Lock()
         self._faults: list[tuple[str, int, str | None]] = []
         self._seen: list[tuple[str, str]] = []
+        self._bodies: list[tuple[str, str, int]] = []  # (method, path, request body bytes) of every request
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _proxy_handler(self))
         self.host = f"127.0.0.1:{self._server.server_address[1]}"
         self.url = f"http://{self.host}"
@@ -346,6 +347,16 @@ class FaultInjectingProxy:
         """Requests seen whose path starts with ``path_prefix`` (and of ``method``, if given)."""
         with self._lock:
             return sum(1 for m, p in self._seen if p.startswith(path_prefix) and method in (None, m))
+
+    def body_bytes(self, path_part: str = "/", method: str | None = None) -> int:
+        """Request body bytes seen (what clients sent: e.g. blob uploads are PATCH/PUT under ``/blobs/uploads/``)
+        on paths containing ``path_part`` (and of ``method``, if given)."""
+        with self._lock:
+            return sum(n for m, p, n in self._bodies if path_part in p and method in (None, m))
+
+    def took_body(self, method: str, path: str, length: int) -> None:
+        with self._lock:
+            self._bodies.append((method, path, length))
 
     def take_fault(self, method: str, path: str) -> tuple[int, str | None] | None:
         with self._lock:
@@ -370,6 +381,7 @@ def _proxy_handler(proxy: FaultInjectingProxy) -> type[BaseHTTPRequestHandler]:
             fault = proxy.take_fault(self.command, urlsplit(self.path).path)
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
+            proxy.took_body(self.command, urlsplit(self.path).path, len(body or b""))
             if fault is not None:
                 return self._fault(*fault)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}

@@ -1,0 +1,165 @@
+"""Reading an OCI image layout directory (``oci-layout``, ``index.json``, ``blobs/<alg>/<hex>``), as ``buildah push
+IMAGE oci:DIR`` and ``skopeo copy ... oci:DIR`` write it.
+
+A layout's ``index.json`` names its images; :func:`root_manifest` picks the one to push or compare (the only one,
+or the one whose ``org.opencontainers.image.ref.name`` annotation is asked for).  Every path comes from a checked
+digest (``sha256:`` and 64 hex digits), so nothing in a layout can lead a read outside its ``blobs/``; every
+manifest is read with a cap; blobs are opened as files for streaming and checked against their digest as they are
+read (:class:`CheckedBlob`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import InputError, OperationError
+from .manifest import Descriptor, Manifest, parse_manifest_json
+
+MAX_LAYOUT_MANIFEST_BYTES = 4 * 1024 * 1024
+REF_NAME = "org.opencontainers.image.ref.name"
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+class LayoutError(InputError):
+    """An OCI layout directory that is missing, malformed, or lacks a blob it refers to (exit 2)."""
+
+
+class BlobDigestError(OperationError):
+    """A layout blob whose bytes do not have the digest or size its descriptor names (exit 1)."""
+
+
+def blob_path(layout: Path, digest: str) -> Path:
+    """The file of blob ``digest`` in ``layout``; raises LayoutError for a digest that is not ``sha256:<64 hex>``."""
+    if not _DIGEST_RE.match(digest):
+        raise LayoutError(f"{layout}: {digest[:80]!r} is not a sha256 digest")
+    return layout / "blobs" / "sha256" / digest.removeprefix("sha256:")
+
+
+def read_small_blob(layout: Path, digest: str, limit: int = MAX_LAYOUT_MANIFEST_BYTES) -> bytes:
+    """The whole blob ``digest`` (a manifest or config), checked against its digest; raises LayoutError when it is
+    missing or over ``limit`` bytes, BlobDigestError when its bytes have another digest."""
+    path = blob_path(layout, digest)
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise LayoutError(f"{layout}: blob {digest}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise LayoutError(f"{layout}: blob {digest} is over {limit} bytes")
+    if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+        raise BlobDigestError(f"{layout}: blob {digest} does not match its digest")
+    return data
+
+
+def layout_index(layout: Path) -> dict[str, Any]:
+    """The layout's ``index.json``; raises LayoutError for a directory that is no OCI image layout."""
+    try:
+        marker = json.loads((layout / "oci-layout").read_text(encoding="utf-8"))
+        raw = (layout / "index.json").read_bytes()
+    except (OSError, ValueError) as exc:
+        raise LayoutError(f"{layout}: not an OCI image layout ({getattr(exc, 'strerror', None) or exc})") from None
+    if not isinstance(marker, dict) or "imageLayoutVersion" not in marker:
+        raise LayoutError(f"{layout}: oci-layout has no imageLayoutVersion")
+    try:
+        return parse_manifest_json(raw)
+    except OperationError as exc:
+        raise LayoutError(f"{layout}/index.json: {exc}") from None
+
+
+def root_manifest(layout: Path, ref_name: str | None = None) -> Manifest:
+    """The image of the layout: its only entry in ``index.json``, or the entry annotated ``ref_name``; an image
+    manifest or an index, with its bytes from ``blobs/``.
+
+    Raises LayoutError when the layout holds no image, several and none is named, or none of that name;
+    BlobDigestError when the manifest's bytes do not match its digest.
+    """
+    entries = [item for item in layout_index(layout).get("manifests") or [] if isinstance(item, dict)]
+    if ref_name is not None:
+        entries = [item for item in entries if (item.get("annotations") or {}).get(REF_NAME) == ref_name]
+    if len(entries) != 1:
+        named = f" named {ref_name!r}" if ref_name is not None else ""
+        raise LayoutError(f"{layout}: index.json lists {len(entries)} images{named}; expected exactly one")
+    entry = entries[0]
+    digest, media_type = str(entry.get("digest") or ""), str(entry.get("mediaType") or "")
+    return manifest_of(layout, Descriptor(media_type, digest, int(entry.get("size") or 0)))
+
+
+def manifest_of(layout: Path, descriptor: Descriptor) -> Manifest:
+    """The manifest ``descriptor`` points to, from the layout's blobs; raises LayoutError, BlobDigestError."""
+    raw = read_small_blob(layout, descriptor.digest)
+    try:
+        return Manifest(descriptor.media_type or Manifest.from_bytes(raw).media_type, descriptor.digest, raw)
+    except OperationError as exc:
+        raise LayoutError(f"{layout}: manifest {descriptor.digest}: {exc}") from None
+
+
+class CheckedBlob:
+    """A layout blob opened for streaming: ``read`` counts and hashes what it hands out and, at the end, raises
+    BlobDigestError unless the bytes had the descriptor's digest and size.  Seekable to its start only (an upload
+    sent again reads it afresh); ``len()`` is its size, so an HTTP upload gets a Content-Length."""
+
+    def __init__(self, layout: Path, blob: Descriptor, on_bytes: Any = None) -> None:
+        self.blob = blob
+        self._on_bytes = on_bytes
+        try:
+            self._file: IO[bytes] = blob_path(layout, blob.digest).open("rb")
+        except OSError as exc:
+            raise LayoutError(f"{layout}: blob {blob.digest}: {exc.strerror or exc}") from None
+        self._size = blob_path(layout, blob.digest).stat().st_size
+        self._reset()
+
+    def _reset(self) -> None:
+        if self._on_bytes is not None and getattr(self, "_read", 0):
+            self._on_bytes(-self._read)  # sent again from the start: progress goes back too
+        self._hasher, self._read, self._checked = hashlib.sha256(), 0, False
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Up to ``size`` bytes; b"" at the end.  Raises BlobDigestError, instead of handing out the file's last bytes,
+        when the file does not have the digest and size of its descriptor."""
+        data = self._file.read(size)
+        if data:
+            self._hasher.update(data)
+            self._read += len(data)
+            if self._on_bytes is not None:
+                self._on_bytes(len(data))
+        if not self._checked and (not data or self._read >= self._size):
+            self._check()  # before the last bytes go out: an HTTP upload stops at Content-Length, never reading b""
+        return data
+
+    def _check(self) -> None:
+        self._checked = True
+        digest = "sha256:" + self._hasher.hexdigest()
+        if digest != self.blob.digest or (self.blob.size and self._read != self.blob.size):
+            raise BlobDigestError(f"layout blob {self.blob.digest}: its file has digest {digest} and "
+                                  f"{self._read} bytes (the manifest says {self.blob.size}); not uploaded")
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        """Back to the start (offset 0) only, or to the end (``seek(0, 2)``, to learn the size)."""
+        if whence == 2:
+            return self._file.seek(0, 2)
+        if offset != 0:
+            raise OSError("a checked blob can only go back to its start")
+        self._reset()
+        return self._file.seek(0)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "CheckedBlob":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
