@@ -17,13 +17,19 @@ from .table import format_table
 
 
 def format_history(history: History) -> str:
-    """``history`` as text: the images table (``CUR`` marks the image the moving tag names), then the moves table
-    (newest first)."""
+    """``history`` as text: the images table (``CUR`` marks the image the moving tag names; ``PLATFORMS`` when
+    some image's platforms are known), a note per image whose platforms disagree, then the moves table (newest
+    first)."""
     rows = [{"cur": "*" if e.current else "", "tag": e.tag, "digest": short_digest(e.digest),
              "created": _short_time(e.created or e.tagged), "versions": format_versions(e.versions),
-             "pointed by": ", ".join(e.pointed_by)} for e in history.entries]
+             "platforms": ",".join(e.platforms), "pointed by": ", ".join(e.pointed_by)} for e in history.entries]
+    columns = ("cur", "tag", "digest", "created", "versions", "platforms", "pointed by")
+    if not any(e.platforms for e in history.entries):
+        columns = tuple(c for c in columns if c != "platforms")
     text = f"{printable(history.repository)}\n"
-    text += format_table(rows, ("cur", "tag", "digest", "created", "versions", "pointed by")) if rows else "(no images)"
+    text += format_table(rows, columns) if rows else "(no images)"
+    notes = [f"note: {e.tag}: {line}" for e in history.entries for line in e.differences]
+    text += "".join(f"\n{printable(line)}" for line in notes)
     return text + "\n\n" + format_moves(history)
 
 
@@ -55,7 +61,8 @@ def history_json(history: History) -> list[dict[str, Any]]:
         arrived = [_move_json(m, names) for m in history.moves if m.to == e.digest and m.previous != m.to]
         out.append({"tag": e.tag, "digest": e.digest, "created": e.created or None, "tagged": e.tagged or None,
                     "current": e.current, "immutable": e.immutable, "pointed_by": list(e.pointed_by),
-                    "versions": dict(e.versions), "moves": arrived})
+                    "versions": dict(e.versions), "platforms": list(e.platforms),
+                    "platform_differences": list(e.differences), "moves": arrived})
     return out
 
 

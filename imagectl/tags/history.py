@@ -6,11 +6,15 @@ that can reach it reads the same history (the move log lives in the registry too
 :func:`read_listing` (what rollback, promotion and prune plan with) costs one tag listing and one digest read
 per tag.  :func:`read_history` reads only what it shows: one tag listing, whose names alone order the immutable
 tags (by the time in each name), then the digests of the newest ``limit`` of them and of at most ``limit``
-pointers (the moving tag first), one config read per distinct image among those, and the newest ``limit``
-records of the move log (a listing and one GET per record, see :mod:`.store`).  So 100,000 tags cost two
-listings and a few dozen reads, not 100,000.  ``History.hidden`` counts what was left out.  A log that cannot
-be read in part is no error: what was skipped is in ``History.problems``.  Everything here returns data; the
-CLI formats it.
+pointers (the moving tag first), one config read per distinct image among those (per platform of an image
+index: each child's manifest and config), and the newest ``limit`` records of the move log (a listing and one
+GET per record, see :mod:`.store`).  So 100,000 tags cost two listings and a few dozen reads, not 100,000.
+``History.hidden`` counts what was left out.  A log that cannot be read in part is no error: what was skipped
+is in ``History.problems``.  Everything here returns data; the CLI formats it.
+
+An entry that is an image index (a multi-platform image) lists its platforms; its creation time and versions
+are its ``linux/amd64`` child's (:func:`.store.primary_image`), and a child whose labels record other versions
+(or another profile) is named in the entry's ``differences``, one line each (:func:`platform_differences`).
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
 from ..errors import InputError, OperationError
-from ..labels import label_versions
+from ..labels import PROFILE, label_versions
 from .naming import MOVING_TAG, immutable_parts, is_immutable, tag_time
-from .store import Move, TagStore
+from .store import Move, PlatformImage, TagStore, primary_image
+
 
 @dataclass(frozen=True)
 class TagInfo:
@@ -97,6 +102,8 @@ class HistoryEntry:
     _: KW_ONLY
     current: bool  # the moving tag points to it
     immutable: bool = True
+    platforms: tuple[str, ...] = ()  # linux/amd64, linux/arm64, ... (an index: its children's; () unknown)
+    differences: tuple[str, ...] = ()  # platforms whose labels say other versions than the shown ones
 
 
 @dataclass(frozen=True)
@@ -134,7 +141,7 @@ def read_history(store: TagStore, limit: int | None = DEFAULT_LIMIT) -> History:
     if limit is not None and limit < 1:
         raise InputError(f"--limit {limit}: show at least 1 row (or 0 for all)")
     listing, hidden_tags = read_shown(store, limit)
-    facts: dict[str, tuple[str, Mapping[str, str]]] = {}
+    facts: dict[str, ImageFacts] = {}
     wanted = {t.digest for t in listing.immutable} | set(listing.pointers.values())
     for digest in sorted(wanted):
         facts[digest] = _image_facts(store, digest)
@@ -144,14 +151,51 @@ def read_history(store: TagStore, limit: int | None = DEFAULT_LIMIT) -> History:
                    shown, tuple(store.problems), Hidden(hidden_tags, len(moves) > len(shown)))
 
 
-def _image_facts(store: TagStore, digest: str) -> tuple[str, Mapping[str, str]]:
+@dataclass(frozen=True)
+class ImageFacts:
+    """What a history row shows of an image: creation time and labels (of an index: its primary child's), its
+    platforms and where they disagree (:func:`platform_differences`)."""
+
+    created: str
+    labels: Mapping[str, str]
+    platforms: tuple[str, ...] = ()
+    differences: tuple[str, ...] = ()
+
+
+_UNKNOWN = ImageFacts("", {})
+
+
+def _image_facts(store: TagStore, digest: str) -> ImageFacts:
     try:
-        return store.created(digest), store.labels(digest)
+        images = store.platforms(digest)
     except OperationError:
-        return "", {}
+        return _UNKNOWN
+    primary = primary_image(images)
+    if primary is None:
+        return _UNKNOWN
+    return ImageFacts(primary.created, primary.labels, tuple(i.platform for i in images if i.platform),
+                      platform_differences(images, primary))
 
 
-def history_entries(listing: TagListing, facts: Mapping[str, tuple[str, Mapping[str, str]]]) -> list[HistoryEntry]:
+def platform_differences(images: Sequence[PlatformImage], primary: PlatformImage) -> tuple[str, ...]:
+    """One line per image of ``images`` whose labels record other versions (or another profile) than
+    ``primary``'s, e.g. ``linux/arm64: cudnn 9.1.0 (linux/amd64: 9.0.0)`` (pure)."""
+    def facts(image: PlatformImage) -> dict[str, str]:
+        return {**label_versions(image.labels), **({"profile": image.labels[PROFILE]} if PROFILE in image.labels
+                                                   else {})}
+
+    shown, lines = facts(primary), []
+    for image in images:
+        theirs = facts(image)
+        keys = [k for k in sorted(set(shown) | set(theirs)) if shown.get(k) != theirs.get(k)]
+        if image is not primary and keys:
+            said = ", ".join(f"{k} {theirs.get(k) or 'none'} ({primary.platform or 'shown'}: {shown.get(k) or 'none'})"
+                             for k in keys)
+            lines.append(f"{image.platform or image.digest}: {said}")
+    return tuple(lines)
+
+
+def history_entries(listing: TagListing, facts: Mapping[str, ImageFacts]) -> list[HistoryEntry]:
     """The rows of a history (pure): one per immutable tag, newest first, then one per pointed-to image that
     no immutable tag names (its ``tag`` is the pointer's name)."""
     by_digest: dict[str, list[str]] = {}
@@ -160,16 +204,18 @@ def history_entries(listing: TagListing, facts: Mapping[str, tuple[str, Mapping[
     current = listing.pointers.get(MOVING_TAG)
     rows = []
     for info in listing.immutable:
-        created, labels = facts.get(info.digest, ("", {}))
-        rows.append(HistoryEntry(info.tag, info.digest, created, info.time.isoformat(),
-                                 image_versions(labels, info.tag), tuple(by_digest.get(info.digest, ())),
-                                 current=info.digest == current))
+        seen = facts.get(info.digest, _UNKNOWN)
+        rows.append(HistoryEntry(info.tag, info.digest, seen.created, info.time.isoformat(),
+                                 image_versions(seen.labels, info.tag), tuple(by_digest.get(info.digest, ())),
+                                 current=info.digest == current, platforms=seen.platforms,
+                                 differences=seen.differences))
     named = {t.digest for t in listing.immutable}
     for digest, pointers in sorted(by_digest.items(), key=lambda item: item[1]):
         if digest not in named:
-            created, labels = facts.get(digest, ("", {}))
-            rows.append(HistoryEntry(pointers[0], digest, created, "", image_versions(labels, pointers[0]),
-                                     tuple(pointers), current=digest == current, immutable=False))
+            seen = facts.get(digest, _UNKNOWN)
+            rows.append(HistoryEntry(pointers[0], digest, seen.created, "", image_versions(seen.labels, pointers[0]),
+                                     tuple(pointers), current=digest == current, immutable=False,
+                                     platforms=seen.platforms, differences=seen.differences))
     return rows
 
 

@@ -1,4 +1,5 @@
-"""Prune over image indexes (multi-platform images): what stays reaches its children, what goes takes the
+"""History and prune over image indexes (multi-platform images): history shows the platforms; what stays reaches its
+children, what goes takes the
 children nothing else reaches; against the in-memory store with a registry's semantics."""
 
 from __future__ import annotations
@@ -7,7 +8,8 @@ from datetime import timedelta
 
 from tagfakes import NOW, FakeStore, digest_of, tag_on
 
-from imagectl.tags.history import TagInfo
+from imagectl.cli.tag_views import format_history, history_json
+from imagectl.tags.history import TagInfo, read_history
 from imagectl.tags.naming import tag_time
 from imagectl.tags.prune import execute_prune, plan_for_store, plan_prune, reachable
 from imagectl.tags.store import ChildManifest
@@ -115,3 +117,27 @@ def test_children_stay_while_their_index_does():
     assert dict(report.skipped_children) == {digest_of(n): f"its index {tag_on(1)} is still in the repository"
                                              for n in (100, 101)}
     assert report.deleted_children == [digest_of(201)]
+
+
+LABELS = {"imagectl.profile": "torch-2.3-cu121", "imagectl.framework": "torch", "imagectl.framework.version": "2.3.1",
+          "imagectl.cuda": "12.1", "imagectl.cudnn": "8.9.2.26", "imagectl.python": "3.10"}
+
+
+def test_history_lists_an_index_with_its_platforms_and_says_where_children_disagree():
+    store = FakeStore()
+    # the arm64 child comes first in the index: the amd64 one still stands for it
+    store.add_index(tag_on(2), digest_of(2), {digest_of(201): ARM, digest_of(200): AMD})
+    store.add_index(tag_on(1), digest_of(1), {digest_of(100): AMD, digest_of(101): ARM})
+    store.label_map.update({digest_of(200): LABELS, digest_of(201): {**LABELS, "imagectl.cudnn": "9.1.0.70"},
+                            digest_of(100): LABELS, digest_of(101): LABELS})
+    store.add("latest", digest_of(2))
+    history = read_history(store)
+    rows = {r["tag"]: r for r in history_json(history)}
+    assert rows[tag_on(2)]["platforms"] == [ARM, AMD] and rows[tag_on(2)]["versions"]["cudnn"] == "8.9.2.26"
+    assert rows[tag_on(2)]["platform_differences"] == [f"{ARM}: cudnn 9.1.0.70 ({AMD}: 8.9.2.26)"]
+    assert rows[tag_on(1)]["platform_differences"] == []
+    text = format_history(history)
+    assert text.splitlines()[1].split() == ["CUR", "TAG", "DIGEST", "CREATED", "VERSIONS", "PLATFORMS", "POINTED",
+                                            "BY"]
+    assert f"{ARM},{AMD}" in next(line for line in text.splitlines() if line.startswith("*"))
+    assert f"note: {tag_on(2)}: {ARM}: cudnn 9.1.0.70 ({AMD}: 8.9.2.26)" in text.splitlines()
