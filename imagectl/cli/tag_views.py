@@ -92,14 +92,18 @@ def format_versions(versions: Mapping[str, str]) -> str:
 
 
 def plan_json(plan: Sequence[Deletion], *, dry_run: bool) -> list[dict[str, Any]]:
-    """A prune plan as plain data: action (``delete``, ``delete (dry run)``, ``keep``), tag, digest, reason."""
+    """A prune plan as plain data: action (``delete``, ``delete (dry run)``, ``keep``), tag, digest, reason; a
+    row of an index's child has ``tag`` null, ``index`` (the tag of the index that goes) and ``platform``."""
     return [{"action": ("delete" if d.delete else "keep") + (" (dry run)" if dry_run and d.delete else ""),
-             "tag": d.tag, "digest": d.digest, "reason": d.reason} for d in plan]
+             "tag": d.tag or None, "digest": d.digest, "reason": d.reason,
+             **({"index": d.index, "platform": d.platform or None} if d.index else {})} for d in plan]
 
 
 def format_plan(plan: Sequence[Deletion], *, dry_run: bool) -> str:
-    """A prune plan as a table (digests shortened)."""
-    rows = [{**row, "digest": short_digest(row["digest"])} for row in plan_json(plan, dry_run=dry_run)]
+    """A prune plan as a table (digests shortened; an index's child is named ``PLATFORM of TAG``)."""
+    rows = [{**row, "digest": short_digest(row["digest"]),
+             "tag": row["tag"] or f"{row.get('platform') or 'child'} of {row.get('index')}"}
+            for row in plan_json(plan, dry_run=dry_run)]
     return format_table(rows, ("action", "tag", "digest", "reason")) if rows else "no immutable tags"
 
 
@@ -107,7 +111,9 @@ def prune_json(plan: Sequence[Deletion], report: PruneReport) -> dict[str, Any]:
     """``prune --json`` after deleting: the plan and what was done."""
     return {"plan": plan_json(plan, dry_run=False), "deleted": report.deleted, "restored": report.restored,
             "skipped": [{"tag": t, "reason": r} for t, r in report.skipped],
-            "failed": [{"tag": t, "error": e} for t, e in report.failed]}
+            "failed": [{"tag": t, "error": e} for t, e in report.failed],
+            "deleted_children": report.deleted_children,
+            "skipped_children": [{"digest": d, "reason": r} for d, r in report.skipped_children]}
 
 
 def describe_move(result: MoveResult, repository: str) -> str:

@@ -146,8 +146,9 @@ def cmd_prune(ctx: click.Context, *, name: str, keep: int,  # noqa: PLR0913 - cl
     if as_json:
         echo_json(prune_json(plan, report))
     else:
-        kept = sum(not d.delete for d in plan) + len(report.skipped)
-        click.echo(f"deleted {len(report.deleted)}, kept {kept}, failed {len(report.failed)}")
+        kept = sum(not d.delete for d in plan if d.tag) + len(report.skipped)
+        children = f", {len(report.deleted_children)} index children deleted" if report.deleted_children else ""
+        click.echo(f"deleted {len(report.deleted)}, kept {kept}, failed {len(report.failed)}{children}")
     for tag, error in report.failed:
         _stderr(f"imagectl: prune {tag}: {error}")
     return 1 if report.failed else 0

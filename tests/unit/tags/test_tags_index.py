@@ -1,6 +1,6 @@
-"""History and prune over image indexes (multi-platform images): history shows the platforms; what stays reaches its
-children, what goes takes the
-children nothing else reaches; against the in-memory store with a registry's semantics."""
+"""History and prune over image indexes (multi-platform images): history shows the platforms; what stays reaches
+its children, what goes takes the children nothing else reaches.  Against the in-memory store with a registry's
+semantics."""
 
 from __future__ import annotations
 
