@@ -23,6 +23,7 @@ from .grammar import check_env_name, check_host, check_text, check_url, url_cred
 from .redact import redact
 
 NETWORK_MODES = ("default", "host", "bridge", "none")
+COMPRESSIONS = ("gzip", "zstd")  # [registry] compression of pushed layers: gzip (default: every runtime reads it)
 MAX_MIN_AGE_DAYS = 36500  # prune's age floor ([tags] prune_min_age_days, --min-age-days): 100 years at most
 MAX_REGISTRY_TIMEOUT_S = 3600  # [registry] and [pip] timeout: the deadline of one request, an hour at most
 _ENV_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
@@ -30,7 +31,8 @@ _ENV_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "fal
 # section -> key -> (kind, Config field): the one declaration of every key imagectl reads.
 SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "registry": {"url": ("host", "registry_url"), "namespace": ("namespace", "namespace"),
-                 "insecure": ("bool", "insecure"), "timeout": ("seconds", "registry_timeout")},
+                 "insecure": ("bool", "insecure"), "timeout": ("seconds", "registry_timeout"),
+                 "compression": ("compression", "compression")},
     "pip": {"index_url": ("index", "pip_index_url"), "extra_index_urls": ("indexes", "pip_extra_index_urls"),
             "trusted_hosts": ("hosts", "pip_trusted_hosts"), "timeout": ("seconds", "pip_timeout")},
     "apt": {"mirror": ("url", "apt_mirror")},
@@ -51,6 +53,7 @@ class Config:
     namespace: str = "imagectl"
     insecure: bool = False
     registry_timeout: float | None = None  # seconds per registry request; None: the registry client's default
+    compression: str = "gzip"  # COMPRESSIONS: of the layers a push writes (zstd needs containerd 1.5+/Docker 23+)
     mirrors: Mapping[str, str] = field(default_factory=dict)
     pip_index_url: str | None = None
     pip_extra_index_urls: tuple[str, ...] = ()
@@ -269,6 +272,12 @@ def _as_network(value: Any, _base: Path) -> str:
     return value
 
 
+def _as_compression(value: Any, _base: Path) -> str:
+    if value not in COMPRESSIONS:
+        raise ValidationError(f"{str(value)[:40]!r} is not one of {', '.join(COMPRESSIONS)}")
+    return value
+
+
 def _as_file(value: Any, base: Path) -> Path:
     path = (base / str(value)).resolve()
     if not isinstance(value, str) or not path.is_file():
@@ -330,6 +339,7 @@ _CONVERTERS = {
     "indexes": lambda v, b: tuple(check_url(item, credentials=True) for item in _as_list(v)),
     "hosts": lambda v, b: tuple(check_host(item) for item in _as_list(v)),
     "network": _as_network,
+    "compression": _as_compression,
     "file": _as_file,
     "dirs": _as_dirs,
     "args": _as_args,

@@ -224,3 +224,21 @@ def test_the_registry_timeout_reaches_the_registry_client(tmp_path, monkeypatch)
     assert asked == [("r.example:5000", {"insecure": False, "timeout": 9.0}),
                      ("127.0.0.1:5000", {"insecure": True, "timeout": None})]
     assert DEFAULT_TIMEOUT_S <= 50  # by default a hung registry fails a command within a minute
+
+
+# ---- [registry] compression: of the layers a push writes (issue 19, item 6)
+
+def test_registry_compression_is_gzip_unless_zstd_is_asked_for(tmp_path):
+    assert load_config(env={}, cwd=tmp_path).compression == "gzip"  # every runtime reads gzip layers
+    write(tmp_path, '[registry]\ncompression = "zstd"\n')
+    assert load_config(env={}, cwd=tmp_path).compression == "zstd"
+    assert load_config(env={"IMAGECTL_REGISTRY_COMPRESSION": "gzip"}, cwd=tmp_path).compression == "gzip"
+
+
+@pytest.mark.parametrize("value", ['"lz4"', '"ZSTD"', '""', "true", "1", '["zstd"]'])
+def test_any_other_registry_compression_is_refused_with_one_line(tmp_path, value):
+    write(tmp_path, f"[registry]\ncompression = {value}\n")
+    refused = r"imagectl.toml: \[registry\] compression: .* is not one of gzip, zstd"
+    with pytest.raises(ConfigError, match=refused) as caught:
+        load_config(env={}, cwd=tmp_path)
+    assert caught.value.exit_code == 2 and "\n" not in str(caught.value)
