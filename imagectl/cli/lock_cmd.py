@@ -11,10 +11,12 @@ import click
 
 from ..errors import ImagectlError, InputError
 from ..grammar import check_python
+from ..lock.lockfile import DEFAULT_PLATFORM
 from ..lock.store import lock_dirs, read_lock, write_lock
 from ..lock.target import lock_inputs, profile_lock_id, target_for
 from ..matrix.model import Profile
 from ..matrix.names import list_profiles
+from ..matrix.platforms import platform_name
 from .app import check_framework, framework_option, profile_argument, python_option, workspace
 from .printable import say
 
@@ -54,11 +56,14 @@ class _LockRun:
               help="Write the lock here (one lock only; default: the [paths] locks directory, else stdout).")
 @click.option("--check", "check", is_flag=True,
               help="Check the lock files against the matrix and their index (yanked files); exit 1 on drift.")
+@click.option("--platform", "platforms", metavar="OS/ARCH[,...]", default=DEFAULT_PLATFORM, show_default=True,
+              help="Lock for these image platforms (linux/arm64: aarch64-manylinux_2_28); with --all, only the "
+                   "profiles whose build has CUDA wheels for it.")
 @click.option("-j", "--jobs", default=4, show_default=True, type=click.IntRange(1, 16), help="Locks made at once.")
 @click.pass_context
 def cmd_lock(  # noqa: PLR0913 - click passes one parameter per option
         ctx: click.Context, *, names: tuple[str, ...], lock_all: bool, framework: str | None, python: str | None,
-        upgrade: bool, as_of: str | None, output: str | None, check: bool, jobs: int) -> int:
+        upgrade: bool, as_of: str | None, output: str | None, check: bool, platforms: str, jobs: int) -> int:
     """Resolve the complete dependency set of the profiles NAMES, every package with its hashes."""
     ws = workspace(ctx)
     if check:
@@ -70,8 +75,10 @@ def cmd_lock(  # noqa: PLR0913 - click passes one parameter per option
 
         check_policy(as_of)
     python = python and check_python(python, "--python")
+    wanted = tuple(dict.fromkeys(platform_name(p) for p in platforms.split(",") if p.strip())) or (DEFAULT_PLATFORM,)
     listed = list_profiles(ws.matrix, check_framework(ws, framework)) if lock_all else []
-    profiles = _one_per_lock([*(ws.profile(n, python) for n in names), *listed])
+    named = [(ws.profile(n, python), p) for n in names for p in wanted]  # a platform it lacks: an error, below
+    profiles = _one_per_lock([*named, *((q, p) for q in listed for p in wanted if p in q.platforms)])
     if output is not None and len(profiles) != 1:
         raise InputError(f"--output: {len(profiles)} locks to write; --output takes one (set [paths] locks to a "
                          "directory for several)")
@@ -81,37 +88,39 @@ def cmd_lock(  # noqa: PLR0913 - click passes one parameter per option
                          "(IMAGECTL_PATHS_LOCKS) to a directory, or lock one profile at a time")
     run = _LockRun(upgrade=upgrade, as_of=as_of, output=output, target_dir=target_dir)
 
-    def one(profile: Profile) -> int:
+    def one(item: tuple[Profile, str]) -> int:
         try:
-            _lock_one(ws, profile, run)
+            _lock_one(ws, item[0], run, item[1])
             return 0
         except ImagectlError as exc:
-            say(f"imagectl: {profile.name}: {exc}", ws.config.secret_values)
+            say(f"imagectl: {item[0].name}: {exc}", ws.config.secret_values)
             return exc.exit_code
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return max(pool.map(one, profiles), default=0)
 
 
-def _one_per_lock(profiles: list[Profile]) -> list[Profile]:
-    """One profile per lock id (flavours and OSes share a lock), in order."""
-    seen: dict[str, Profile] = {}
-    for profile in profiles:
-        seen.setdefault(profile_lock_id(profile), profile)
+def _one_per_lock(profiles: list[tuple[Profile, str]]) -> list[tuple[Profile, str]]:
+    """One (profile, platform) per lock id (flavours and OSes share a lock), in order."""
+    seen: dict[str, tuple[Profile, str]] = {}
+    for profile, platform in profiles:
+        seen.setdefault(profile_lock_id(profile, platform), (profile, platform))
     return list(seen.values())
 
 
-def _lock_one(ws: Workspace, profile: Profile, run: _LockRun) -> LockOutcome:
-    """Make (or keep) one lock and write it; returns what happened.  Raises ImagectlError."""
+def _lock_one(ws: Workspace, profile: Profile, run: _LockRun, platform: str = DEFAULT_PLATFORM) -> LockOutcome:
+    """Make (or keep) one lock of ``platform`` and write it; returns what happened.  Raises ImagectlError (an
+    InputError for a platform the build has no CUDA wheels for)."""
     from ..lock.make import make_lock  # here: resolving loads requests (and runs uv)
 
-    lock_id = profile_lock_id(profile)
+    lock_id = profile_lock_id(profile, platform)
     dest = run.destination(lock_id)
-    target = target_for(profile, ws.config)
+    target = target_for(profile, ws.config, platform)
     existing = None
     if dest is not None and dest.is_file():
         existing = read_lock(dest)
-        same = existing.header.inputs == lock_inputs(profile) and existing.header.index == target.index
+        same = (existing.header.inputs == lock_inputs(profile, platform) and existing.header.index == target.index
+                and existing.header.platform == target.platform)
         if same and not run.upgrade and run.as_of is None:
             click.echo(f"{lock_id}: up to date ({len(existing.packages)} packages as of {existing.header.as_of}) "
                        f"{dest}", err=True)

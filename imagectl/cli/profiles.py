@@ -8,6 +8,7 @@ from ..errors import InputError
 from ..grammar import check_python, check_token, check_version
 from ..matrix.listing import select_profiles
 from ..matrix.names import list_profiles
+from ..matrix.platforms import platform_name
 from .app import check_framework, echo_json, framework_option, json_option, profile_argument, python_option, workspace
 from .table import format_table
 from .views import LIST_COLUMNS, describe_profile, list_row_with_lock, list_table_row, show_text
@@ -20,12 +21,14 @@ python_option_filter = click.option("--python", metavar="X.Y", help="Only profil
 @click.option("--cuda", metavar="X[.Y]", help="Only CUDA builds of this version (12 or 12.1).")
 @python_option_filter
 @click.option("--flavor", metavar="NAME", help="Only this flavour (base, runtime, devel).")
+@click.option("--platform", metavar="OS/ARCH", help="Only builds with CUDA wheels for this platform (linux/arm64, "
+                                                   "linux/amd64).")
 @click.option("--newest", is_flag=True, help="Only each framework's newest minor line (each line shows its newest "
                                              "patch anyway).")
 @json_option
 @click.pass_context
 def cmd_list(ctx: click.Context, framework: str | None, cuda: str | None, python: str | None,  # noqa: PLR0913
-             flavor: str | None, newest: bool, as_json: bool) -> None:  # (click passes each option: one parameter)
+             flavor: str | None, platform: str | None, newest: bool, as_json: bool) -> None:  # (one per option)
     """List the profiles of the matrix (each minor line's newest patch), optionally filtered."""
     ws = workspace(ctx)
     cuda = cuda if cuda is None else check_version(cuda, "--cuda")
@@ -33,7 +36,9 @@ def cmd_list(ctx: click.Context, framework: str | None, cuda: str | None, python
     flavor = flavor if flavor is None else check_token(flavor, "--flavor")
     if flavor is not None and flavor not in ws.matrix.base.flavors:
         raise InputError(f"--flavor {flavor!r}: not a flavour of the matrix ({', '.join(ws.matrix.base.flavors)})")
-    profiles = select_profiles(list_profiles(ws.matrix, check_framework(ws, framework)), cuda, python, flavor, newest)
+    platform = platform if platform is None else platform_name(platform)
+    profiles = select_profiles(list_profiles(ws.matrix, check_framework(ws, framework)), cuda, python, flavor, newest,
+                               platform)
     rows = [list_row_with_lock(p, ws.config, ws.matrix) for p in profiles]
     echo_json(rows) if as_json else click.echo(format_table([list_table_row(r) for r in rows], LIST_COLUMNS))
 

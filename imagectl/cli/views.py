@@ -17,7 +17,7 @@ from ..pip_index import index_url
 from ..tags.naming import moving_reference
 
 LIST_COLUMNS = ("name", "framework_version", "cuda", "cudnn", "nccl", "python", "min_driver", "verified", "base",
-                "lock")
+                "platforms", "lock")
 # list's lock column: where the lock a build installs comes from; "build" = locked at build time (unlocked here)
 UNLOCKED = "build"
 # show's keys, in the order ``show`` prints them (see README for what each means)
@@ -25,14 +25,15 @@ SHOW_KEYS = ("name", "framework", "framework_version", "cuda", "cuda_release", "
              "python_supported", "flavor", "os", "base_image", "base_image_pull", "end_of_life", "min_driver",
              "min_driver_compat",
              "gpu_archs", "pypi_default_build", "verified", "unverified", "companions", "notes", "index_url",
-             "packages", "lock", "image")
+             "packages", "platforms", "platform_evidence", "lock", "image")
 
 
 def list_table_row(row: dict[str, Any]) -> dict[str, Any]:
     """A ``list --json`` row as the table shows it: ``verified`` is ``yes``, or ``NO`` (see ``show`` for why);
     ``base`` is ``EOL`` where NVIDIA's base images of the CUDA release are past end of life (``show`` says why),
     else ``ok``."""
-    return {**row, "verified": "yes" if row["verified"] else "NO", "base": "EOL" if row["end_of_life"] else "ok"}
+    return {**row, "verified": "yes" if row["verified"] else "NO", "base": "EOL" if row["end_of_life"] else "ok",
+            "platforms": ",".join(p.removeprefix("linux/") for p in row["platforms"])}
 
 
 def applying_lock(profile: Profile, config: Config,
@@ -100,6 +101,8 @@ def show_text(info: dict[str, Any]) -> str:
             value = "yes" if value else f"no: {info['unverified']}"
         elif key == "end_of_life":
             value = f"yes: {value}" if value else "no"
+        elif key == "platform_evidence":
+            value = "; ".join(f"{k}: {v}" for k, v in value.items()) or "-"
         elif key in ("companions", "packages"):
             value = " ".join(f"{k}=={v}" for k, v in value.items())
             if key == "companions" and "companions" in notes:

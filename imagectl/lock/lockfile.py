@@ -12,6 +12,9 @@ Example::
     filelock==3.15.1 \\
         --hash=sha256:58a2549a...
 
+A lock of another platform than linux/amd64 says it in the title (``..., Python 3.12, linux/arm64``), its platform line
+(``aarch64-manylinux_2_28``) and its id (``torch-2.15.0-cu132-py3.12-aarch64``).
+
 Every package line is ``name==version`` with its ``--hash=sha256:`` lines, sorted by name, hashes sorted: the
 same inputs give the same bytes.  :func:`format_lock` and :func:`parse_lock` are pure and inverse.
 """
@@ -32,7 +35,25 @@ HEADER_KEYS = ("index", "platform", "as-of", "inputs", "source")  # after the fi
 # optional header lines: "floors" (after as-of) says which security floor lifted which package past the as-of date
 OPTIONAL_KEYS = ("floors",)
 _TITLE_RE = re.compile(r"# imagectl lock: (?P<framework>[a-z0-9._-]+) (?P<version>[^ ]+) \((?P<build>[a-z0-9._-]+)\), "
-                       r"Python (?P<python>[0-9]+\.[0-9]+)")
+                       r"Python (?P<python>[0-9]+\.[0-9]+)(?:, (?P<oci>linux/[a-z0-9]+))?")
+# The resolver's platform of each OCI platform an image is built for (uv's --python-platform).  A lock of
+# linux/amd64 (x86_64) keeps its id and title as before; another platform's lock says it in both
+# (``torch-2.15.0-cu132-py3.12-aarch64``, ``..., Python 3.12, linux/arm64``).
+RESOLVER_PLATFORMS = {"linux/amd64": "x86_64-manylinux_2_28", "linux/arm64": "aarch64-manylinux_2_28"}
+DEFAULT_PLATFORM = "linux/amd64"
+
+
+def oci_platform(resolver_platform: str) -> str:
+    """The OCI platform of a lock's ``platform`` header (``aarch64-manylinux_2_28`` -> ``linux/arm64``): by its
+    machine, so a lock for another manylinux level keeps its platform; ``linux/amd64`` for an unknown machine (the
+    locks made before platforms were facts)."""
+    machine = resolver_platform.split("-", 1)[0]
+    return next((oci for oci, p in RESOLVER_PLATFORMS.items() if p.split("-", 1)[0] == machine), DEFAULT_PLATFORM)
+
+
+def platform_suffix(platform: str) -> str:
+    """``""`` for linux/amd64 (its locks keep their ids), else ``-`` and the machine: ``-aarch64``."""
+    return "" if platform == DEFAULT_PLATFORM else "-" + RESOLVER_PLATFORMS[platform].split("-", 1)[0]
 _LINE_RE = re.compile(r"(?P<name>[A-Za-z0-9._-]+)==(?P<version>[A-Za-z0-9.+!_-]+)")
 _HASH_RE = re.compile(r"--hash=sha256:(?P<hex>[0-9a-f]{64})")
 _SEPARATORS = re.compile(r"[-_.]+")
@@ -80,9 +101,15 @@ class LockHeader:
     floors: str = ""
 
     @property
+    def oci_platform(self) -> str:
+        """The OCI platform the lock is for (``linux/arm64`` for ``aarch64-manylinux_2_28``)."""
+        return oci_platform(self.platform)
+
+    @property
     def lock_id(self) -> str:
-        """``torch-2.3.1-cu121-py3.11``: the lock's file name without ``.txt``."""
-        return lock_id(self.framework, self.version, self.build, self.python)
+        """``torch-2.3.1-cu121-py3.11`` (``...-py3.12-aarch64`` for linux/arm64): the lock's file name without
+        ``.txt``."""
+        return lock_id(self.framework, self.version, self.build, self.python, self.oci_platform)
 
 
 @dataclass(frozen=True)
@@ -108,9 +135,10 @@ class Lock:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
-def lock_id(framework: str, version: str, build: str, python: str) -> str:
-    """The identity of a lock: one per framework release, CUDA build and Python (flavours and OSes share it)."""
-    return f"{framework}-{version}-{build}-py{python}"
+def lock_id(framework: str, version: str, build: str, python: str, platform: str = DEFAULT_PLATFORM) -> str:
+    """The identity of a lock: one per framework release, CUDA build, Python and platform (flavours and OSes share
+    it); a linux/amd64 lock has no platform suffix (see :data:`RESOLVER_PLATFORMS`)."""
+    return f"{framework}-{version}-{build}-py{python}{platform_suffix(platform)}"
 
 
 def package(name: str, version: str, hashes: list[str] | tuple[str, ...]) -> LockedPackage:
@@ -124,7 +152,8 @@ def format_lock(lock: Lock) -> str:
     """The lock file's text: header, then every package sorted by name (pure, deterministic)."""
     h = lock.header
     as_of = f"{h.as_of} ({h.as_of_note})" if h.as_of_note else h.as_of
-    lines = [f"# imagectl lock: {h.framework} {h.version} ({h.build}), Python {h.python}",
+    oci = "" if h.oci_platform == DEFAULT_PLATFORM else f", {h.oci_platform}"
+    lines = [f"# imagectl lock: {h.framework} {h.version} ({h.build}), Python {h.python}{oci}",
              f"# index: {h.index}", f"# platform: {h.platform}", f"# as-of: {as_of}",
              *([f"# floors: {h.floors}"] if h.floors else []),
              f"# inputs: {' '.join(h.inputs)}", f"# source: {h.source}"]
@@ -173,6 +202,9 @@ def parse_lock(text: str, where: str) -> Lock:
     if missing:
         raise InputError(f"{where}:{body_start + 1}: expected the header line '# {missing[0]}: ...' (the header "
                          f"lacks {', '.join(missing)})")
+    if (title["oci"] or DEFAULT_PLATFORM) != oci_platform(fields["platform"]):
+        raise InputError(f"{where}:1: the title says {title['oci'] or DEFAULT_PLATFORM}, the platform line "
+                         f"{fields['platform']} ({oci_platform(fields['platform'])})")
     as_of, _, note = fields["as-of"].partition(" (")
     header = LockHeader(framework=title["framework"], version=title["version"], build=title["build"],
                         python=title["python"], index=fields["index"], platform=fields["platform"], as_of=as_of,

@@ -33,7 +33,8 @@ from ..errors import OperationError
 from ..matrix.model import Profile
 from .asof import resolve_as_of, upload_date
 from .layers import layer_of
-from .lockfile import UNDATED, Lock, LockedPackage, LockHeader, canonical_name, parse_lock
+from .lockfile import (DEFAULT_PLATFORM, UNDATED, Lock, LockedPackage, LockHeader, canonical_name, oci_platform,
+                       parse_lock, platform_suffix)
 from .resolve import ResolveError, resolve
 from .store import LockOrigin, find_lock
 from .target import Target, build_tag, lock_inputs, profile_lock_id, target_for
@@ -118,10 +119,11 @@ def lock_request(profile: Profile, config: Config, as_of: str | None, target: Ta
     cut-off on an index without upload times: see :mod:`.asof`), the date resolved; raises InputError for a bad
     policy, OperationError when ``release`` cannot read the release's upload day."""
     when = resolve_as_of(as_of or config.lock_as_of, profile, target, config.lock_grace_days, fallback=as_of is None)
-    inputs = lock_inputs(profile)
+    platform = oci_platform(target.platform)
+    inputs = lock_inputs(profile, platform)
     return LockRequest(
         framework=profile.framework.name, version=profile.release.version, build=build_tag(profile),
-        python=profile.python, lock_id=profile_lock_id(profile), inputs=inputs,
+        python=profile.python, lock_id=profile_lock_id(profile, platform), inputs=inputs,
         first_layer=tuple(first_layer_inputs(profile, inputs)), first_layer_name=profile.framework.layers[0][0],
         index=target.index, extra_indexes=target.extra_indexes, trusted_hosts=target.trusted_hosts,
         platform=target.platform, as_of=when.date, as_of_note=when.note, grace_days=config.lock_grace_days,
@@ -151,6 +153,14 @@ def lift_floors(packages: list[LockedPackage], request: LockRequest, target: Tar
     return lifted, line
 
 
+def remake_arguments(request: LockRequest) -> str:
+    """What ``imagectl lock`` is given to make the lock again: its id, and the platform when not linux/amd64."""
+    platform = oci_platform(request.platform)
+    if platform == DEFAULT_PLATFORM:
+        return request.lock_id
+    return f"{request.lock_id.removesuffix(platform_suffix(platform))} --platform {platform}"
+
+
 def resolve_lock(request: LockRequest, target: Target, prefer: Lock | None = None) -> Lock:
     """Resolve ``request`` against ``target``'s indexes, keeping the versions of ``prefer`` where they still fit;
     raises ResolveError/OperationError (resolver, index).
@@ -173,7 +183,7 @@ def resolve_lock(request: LockRequest, target: Target, prefer: Lock | None = Non
     packages, floors = lift_floors(resolve(request.inputs, target, request.as_of, prefer=preferred), request, target)
     header = LockHeader(framework=request.framework, version=request.version, build=request.build,
                         python=request.python, index=request.index, platform=request.platform, as_of=request.as_of,
-                        as_of_note=note, inputs=request.inputs, source=SOURCE.format(name=request.lock_id),
+                        as_of_note=note, inputs=request.inputs, source=SOURCE.format(name=remake_arguments(request)),
                         floors=floors)
     return Lock(header, tuple(packages))
 
@@ -191,17 +201,25 @@ def today_utc() -> dt.date:
     return dt.datetime.now(dt.timezone.utc).date()
 
 
+def lock_for(profile: Profile, platform: str, config: Config, log: Callable[[str], None] = lambda line: None,
+             today: Callable[[], dt.date] = today_utc) -> ChosenLock:
+    """The lock a build of ``profile`` for the OCI ``platform`` (``linux/arm64``) installs: :func:`lock_for_build`
+    for that platform.  Raises InputError for a platform the build has no CUDA wheels for (:attr:`Profile.platforms`),
+    a lock file that cannot be read or a bad policy, OperationError when the index or the resolver fails."""
+    return lock_for_build(profile, config, log, today, platform=platform)
+
+
 def lock_for_build(profile: Profile, config: Config, log: Callable[[str], None] = lambda line: None,
-                   today: Callable[[], dt.date] = today_utc) -> ChosenLock:
-    """The lock a build of ``profile`` installs (see the module docstring); logs where it came from.  Raises
-    InputError for a lock file that cannot be read or a bad policy, OperationError when the index or the
-    resolver fails."""
-    target = target_for(profile, config)
-    found = find_lock(profile, config, target.index)
+                   today: Callable[[], dt.date] = today_utc, *, platform: str = DEFAULT_PLATFORM) -> ChosenLock:
+    """The lock a build of ``profile`` for ``platform`` installs (see the module docstring); logs where it came
+    from.  Raises InputError for a platform the build has no CUDA wheels for, a lock file that cannot be read or a
+    bad policy, OperationError when the index or the resolver fails."""
+    target = target_for(profile, config, platform)
+    found = find_lock(profile, config, target.index, platform)
     if found is not None:
         log(f"lock {found.lock.header.lock_id} ({found.origin}: {found.path}, sha256 {found.lock.sha256[:12]})")
         return ChosenLock(found.lock, found.origin, str(found.path))
-    log(f"no lock of {profile_lock_id(profile)} for {target.index}: locking at build time (as of "
+    log(f"no lock of {profile_lock_id(profile, platform)} for {target.index}: locking at build time (as of "
         f"{config.lock_as_of})")
     try:
         request = lock_request(profile, config, None, target)
@@ -214,8 +232,8 @@ def lock_for_build(profile: Profile, config: Config, log: Callable[[str], None] 
             lock = resolve_lock(request, target)
     except OperationError as exc:
         where = "[pip] index_url" if config.pip_index_url else "the matrix's index of this build; [pip] index_url"
-        raise OperationError(f"cannot lock {profile_lock_id(profile)} against {target.index} ({where} sets the "
-                             f"index): {str(exc).removeprefix('lock: ')}") from None
+        raise OperationError(f"cannot lock {profile_lock_id(profile, platform)} against {target.index} ({where} sets "
+                             f"the index): {str(exc).removeprefix('lock: ')}") from None
     log(f"locked {len(lock.packages)} packages as of {lock.header.as_of} (sha256 {lock.sha256[:12]}); the image "
         "keeps it at /opt/imagectl/lock.txt")
     return ChosenLock(lock, BUILD_TIME)

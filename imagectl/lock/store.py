@@ -2,9 +2,10 @@
 
 Lock directories, searched in this order: the team's (``[paths] locks``), then ``locks/`` of each configured
 matrix directory, then the shipped ``matrices/locks/``.  A lock is ``<lock id>.txt``
-(``torch-2.3.1-cu121-py3.11.txt``).  It applies to a profile only when it was resolved against the index the
-profile installs from: a shipped lock of PyPI does not apply to a build whose ``[pip] index_url`` points
-elsewhere (that build is locked against its own index, at build time).
+(``torch-2.3.1-cu121-py3.11.txt``; a linux/arm64 lock ``torch-2.15.0-cu132-py3.12-aarch64.txt``): a lock is found
+by profile and platform, and its header must say that platform.  It applies to a profile only when it was
+resolved against the index the profile installs from: a shipped lock of PyPI does not apply to a build whose
+``[pip] index_url`` points elsewhere (that build is locked against its own index, at build time).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .. import shipped
 from ..config import Config
 from ..errors import InputError, OperationError
 from ..matrix.model import Profile
-from .lockfile import Lock, parse_lock
+from .lockfile import DEFAULT_PLATFORM, Lock, parse_lock
 from .target import profile_lock_id
 
 LOCKS = "locks"
@@ -60,15 +61,16 @@ def _parsed(text: str, where: str) -> Lock:
     return parse_lock(text, where)
 
 
-def find_lock(profile: Profile, config: Config, index: str) -> FoundLock | None:
-    """The first lock file of ``profile`` whose header names ``index`` (credential-free), or None; raises
-    InputError for a lock file that cannot be read."""
-    name = f"{profile_lock_id(profile)}.txt"
+def find_lock(profile: Profile, config: Config, index: str, platform: str = DEFAULT_PLATFORM) -> FoundLock | None:
+    """The first lock file of ``profile`` for the OCI ``platform`` whose header names ``index`` (credential-free),
+    ``profile``'s Python and that platform, or None; raises InputError for a lock file that cannot be read."""
+    name = f"{profile_lock_id(profile, platform)}.txt"
     for directory, origin in lock_dirs(config):
         path = directory / name
         if path.is_file():
-            lock = read_lock(path)
-            if lock.header.index.rstrip("/") == index.rstrip("/") and lock.header.python == profile.python:
+            header = (lock := read_lock(path)).header
+            if (header.index.rstrip("/") == index.rstrip("/") and header.python == profile.python
+                    and header.oci_platform == platform):
                 return FoundLock(lock, path, origin)
     return None
 

@@ -24,7 +24,7 @@ from ..matrix.model import Matrix, Profile
 from ..matrix.names import resolve_profile
 from ..pypi.simple import project_files
 from ..pypi.transport import DEFAULT_SETTINGS, IndexSettings, index_settings
-from .lockfile import Lock, canonical_name
+from .lockfile import Lock, canonical_name, platform_suffix
 from ..pip_index import index_url
 from .store import LOCKS, find_lock, read_lock
 from .target import lock_inputs, profile_lock_id
@@ -44,14 +44,15 @@ class Problem:
 def input_problems(lock: Lock, profile: Profile) -> list[str]:
     """Where ``lock`` disagrees with ``profile``'s inputs (pure)."""
     out = []
-    wanted = lock_inputs(profile)
+    platform = lock.header.oci_platform
+    wanted = lock_inputs(profile, platform)
     if tuple(lock.header.inputs) != wanted:
         gone = sorted(set(lock.header.inputs) - set(wanted))
         new = sorted(set(wanted) - set(lock.header.inputs))
         out.append(f"the matrix changed: the lock was made for {' '.join(gone) or '-'}, the profile now asks for "
-                   f"{' '.join(new) or '-'} (remake: imagectl lock {profile_lock_id(profile)})")
+                   f"{' '.join(new) or '-'} (remake: imagectl lock {profile_lock_id(profile)} --platform {platform})")
     locked = lock.versions
-    for name, version in profile.packages:
+    for name, version in profile.packages_for(platform):
         have = locked.get(canonical_name(name))
         if have is None or not versions_equal(have, version):  # 13.0.3.0 is 13.0.3 (PEP 440)
             out.append(f"{name}: the matrix pins {version}, the lock has {have or 'nothing'}")
@@ -68,12 +69,14 @@ def floor_problems(lock: Lock, profile: Profile) -> list[str]:
 
 
 def profile_of(lock: Lock, matrix: Matrix) -> Profile | None:
-    """The profile ``lock`` belongs to (its id is a profile name), or None when the matrix has none."""
+    """The profile ``lock`` belongs to (its id less the platform suffix is a profile name), or None when the matrix
+    has none."""
+    platform = lock.header.oci_platform
     try:
-        profile = resolve_profile(lock.header.lock_id, matrix)
+        profile = resolve_profile(lock.header.lock_id.removesuffix(platform_suffix(platform)), matrix)
     except ImagectlError:
         return None
-    return profile if profile_lock_id(profile) == lock.header.lock_id else None
+    return profile if profile_lock_id(profile, platform) == lock.header.lock_id else None
 
 
 def yanked_problems(lock: Lock, settings: IndexSettings = DEFAULT_SETTINGS) -> list[str]:
@@ -117,13 +120,18 @@ def check_files(paths: Iterable[Path], matrix: Matrix, yanked: bool = True, *,
 
 
 def missing_locks(profiles: Sequence[Profile], config: Config) -> list[Problem]:
-    """A problem for each PyPI-default profile of ``profiles`` (installing from the framework's PyPI index) whose
-    build would find no lock file (shipped or the team's)."""
-    missing: dict[str, Profile] = {}
+    """A problem for each PyPI-default profile of ``profiles`` (installing from the framework's PyPI index) and
+    each platform of its build whose build would find no lock file (shipped or the team's)."""
+    missing: dict[str, str] = {}  # lock id -> the lock command's arguments
     for profile in profiles:
         index = index_url(profile, config)
-        if profile.variant.pypi and index == profile.framework.pypi_index_url and not find_lock(profile, config, index):
-            missing.setdefault(profile_lock_id(profile), profile)
+        if not profile.variant.pypi or index != profile.framework.pypi_index_url:
+            continue
+        for platform in profile.platforms:  # every platform its index has CUDA wheels for
+            if not find_lock(profile, config, index, platform):
+                missing.setdefault(profile_lock_id(profile, platform),
+                                   profile_lock_id(profile) + (f" --platform {platform}" if platform_suffix(platform)
+                                                               else ""))
     shipped_locks = shipped.shipped_dir("matrices") / LOCKS
-    return [Problem(i, f"no lock (make it: IMAGECTL_PATHS_LOCKS={shipped_locks} imagectl lock {i})")
+    return [Problem(i, f"no lock (make it: IMAGECTL_PATHS_LOCKS={shipped_locks} imagectl lock {missing[i]})")
             for i in sorted(missing)]

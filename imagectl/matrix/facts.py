@@ -10,7 +10,7 @@ from .model import Profile
 
 # the keys of a ``list`` row (and of the CI outputs' profile entries), a subset of :func:`profile_facts`
 LIST_KEYS = ("name", "framework", "framework_version", "cuda", "cudnn", "nccl", "python", "python_supported",
-             "flavor", "os", "min_driver", "verified", "unverified", "end_of_life")
+             "flavor", "os", "min_driver", "verified", "unverified", "end_of_life", "platforms")
 
 
 def profile_facts(profile: Profile) -> dict[str, Any]:
@@ -42,6 +42,9 @@ def profile_facts(profile: Profile) -> dict[str, Any]:
         "unverified": variant.unverified,
         "companions": dict(profile.release.companions),
         "packages": dict(profile.packages),
+        # the OCI platforms its index has CUDA wheels for (matrices/platforms.toml), and what shows it per platform
+        "platforms": list(profile.platforms),
+        "platform_evidence": dict(variant.platform_sources),
     }
 
 

@@ -9,11 +9,13 @@ from ..grammar import release_numbers
 from .model import Profile
 
 
-def select_profiles(profiles: Sequence[Profile], cuda: str | None = None, python: str | None = None,
-                    flavor: str | None = None, newest: bool = False) -> list[Profile]:
+def select_profiles(profiles: Sequence[Profile], cuda: str | None = None, python: str | None = None,  # noqa: PLR0913
+                    flavor: str | None = None, newest: bool = False, platform: str | None = None) -> list[Profile]:
     """The profiles of ``list``'s filters (pure): ``cuda`` a CUDA version or its prefix (``12`` or ``12.1``),
     ``python`` the exact Python, ``flavor`` the exact flavour, ``newest`` only each framework's newest minor line
-    (``list`` already shows each line's newest patch)."""
+    (``list`` already shows each line's newest patch), ``platform`` only builds with CUDA wheels for that OCI
+    platform (``linux/arm64``)."""
+    profiles = [p for p in profiles if platform is None or platform in p.platforms]
     def same_prefix(version: str, prefix: str) -> bool:
         return version == prefix or version.startswith(prefix + ".")
 

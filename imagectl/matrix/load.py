@@ -35,9 +35,10 @@ from ..grammar import (
 )
 from .model import BaseImages, CudaToolkit, Framework, Gpu, LockFloor, Matrix, OsInfo, Release, Variant
 from .names import check_name_part, check_release_version
+from .platforms import PlatformFacts, build_platforms, with_platforms
 from .sources import MatrixSources, read_sources
 
-_TOP_KEYS = {"base", "os", "cuda", "gpus", "driver_lists", "lock", "framework", "release"}
+_TOP_KEYS = {"base", "os", "cuda", "gpus", "driver_lists", "lock", "framework", "release", "platforms"}
 # table -> the keys it may have: the one declaration of the matrix schema's keys.
 KEYS: dict[str, frozenset[str]] = {
     "base": frozenset({"repository", "flavors", "tag", "wheel_cuda_flavor", "forward_compat_brands"}),
@@ -51,6 +52,7 @@ KEYS: dict[str, frozenset[str]] = {
                             "check", "jit_packages", "layers", "pin_extras", "lock_requires"}),
     "release": frozenset({"version", "python", "companions", "variant", "unavailable"}),
     "release.variant": frozenset({"cuda", "pypi", "cudnn", "nccl", "archs", "pins", "unverified"}),
+    "platforms.build": frozenset({"platforms", "evidence", "pins"}),  # [platforms.FW."VERSION"."CUDA"]
 }
 BASE_TAG_FIELDS = ("cuda_release", "cuda", "flavor", "os")
 CUDA_TAG_FIELDS = ("major", "minor")
@@ -119,6 +121,7 @@ def load_sources(sources: MatrixSources) -> Matrix:
     parts: dict[str, dict[str, Any]] = {"os": {}, "cuda": {}, "gpus": {}, "frameworks": {}}
     lists: dict[str, tuple[_Source, tuple[str, ...], tuple[str, ...]]] = {}
     floors: dict[str, LockFloor] = {}
+    platforms: dict[tuple[str, str, str], tuple[Any, PlatformFacts]] = {}
     base: BaseImages | None = None
     for path, content in sources.files:
         src = _Source(path)
@@ -134,6 +137,7 @@ def load_sources(sources: MatrixSources) -> Matrix:
         parts["gpus"].update(_gpus(src, data.get("gpus", {})))
         lists.update(_driver_lists(src, data["driver_lists"]) if "driver_lists" in data else {})
         floors.update(_lock_floors(src, data["lock"]) if "lock" in data else {})
+        platforms.update(build_platforms(src, data["platforms"]) if "platforms" in data else {})
         if "framework" in data or "release" in data:
             fw = _framework(src, data)
             parts["frameworks"][fw.name] = _merge_framework(parts["frameworks"].get(fw.name), fw)
@@ -143,6 +147,7 @@ def load_sources(sources: MatrixSources) -> Matrix:
     parts["cuda"] = {k: replace(t, forward_compat_brands=base.forward_compat_brands) for k, t in parts["cuda"].items()}
     lock_floors = tuple(floors[name] for name in sorted(floors))
     parts["frameworks"] = {k: replace(fw, lock_floors=lock_floors) for k, fw in parts["frameworks"].items()}
+    parts["frameworks"] = with_platforms(parts["frameworks"], platforms)
     matrix = Matrix(base=base, files=tuple(path for path, _ in sources.files), lock_floors=lock_floors, **parts)
     _check_references(matrix)
     return matrix

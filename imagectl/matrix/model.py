@@ -48,6 +48,12 @@ class CudaToolkit:
         return release_numbers(self.version)[0]
 
 
+# The OCI platforms of an image: every build has linux/amd64 (the matrix's pins were read from x86_64 wheels);
+# linux/arm64 where its index has aarch64 CUDA wheels.  MACHINES: the ``uname -m`` of each.
+AMD64 = "linux/amd64"
+ARM64 = "linux/arm64"
+MACHINES = {AMD64: "x86_64", ARM64: "aarch64"}
+
 # A pin of this prefix is a wheel that brings CUDA libraries of its own (nvidia-cudnn-cu12, nvidia-nccl-cu12, ...).
 WHEEL_CUDA_PREFIX = "nvidia-"
 
@@ -101,6 +107,12 @@ class Variant:
     # ``python_version`` marker says (``triton==2.3.1; python_version < "3.12"`` -> ("triton", "<3.12"))
     pin_python: tuple[tuple[str, str], ...] = ()
     unverified: str | None = None  # why facts of this build could not be sourced; None: every fact has a source
+    # the OCI platforms its index has CUDA wheels for (matrices/platforms.toml, generated from the wheels' tags and
+    # metadata by tools/wheel_platforms.py); linux/amd64 where nothing else was read
+    platforms: tuple[str, ...] = (AMD64,)
+    platform_sources: tuple[tuple[str, str], ...] = ()  # (platform, the wheel and requirement that make it CUDA there)
+    # (platform, its pins) where a platform's wheels pin other versions than ``pins`` (read from its wheels' metadata)
+    platform_pins: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
     @property
     def verified(self) -> bool:
@@ -113,11 +125,13 @@ class Variant:
         torch since 1.13, the JAX CUDA plugins) and loads them from site-packages, not from the base image."""
         return any(name.startswith(WHEEL_CUDA_PREFIX) for name, _ in self.pins)
 
-    def pins_for(self, python: str) -> tuple[tuple[str, str], ...]:
-        """The pins that apply on Python ``python`` (``3.12``): every pin but those whose ``pin_python``
-        specifier excludes it.  Raises nothing (the loader validated the specifiers)."""
+    def pins_for(self, python: str, platform: str = AMD64) -> tuple[tuple[str, str], ...]:
+        """The pins that apply on Python ``python`` (``3.12``) and ``platform``: every pin of the platform (its own
+        where :attr:`platform_pins` has them) but those whose ``pin_python`` specifier excludes it.  Raises nothing
+        (the loader validated the specifiers)."""
         only = dict(self.pin_python)
-        return tuple((n, v) for n, v in self.pins if n not in only or _admits(only[n], python))
+        pins = dict(self.platform_pins).get(platform, self.pins)
+        return tuple((n, v) for n, v in pins if n not in only or _admits(only[n], python))
 
 
 _SIMPLE_CLAUSE = re.compile(r"\s*(<=|>=|==|!=|<|>)\s*(\d+(?:\.\d+)*)\s*")
@@ -257,10 +271,19 @@ class Profile:
     @property
     def packages(self) -> tuple[tuple[str, str], ...]:
         """Every pip package the image pins, sorted: framework, companions and the variant's pins."""
+        return self.packages_for(AMD64)
+
+    def packages_for(self, platform: str) -> tuple[tuple[str, str], ...]:
+        """:attr:`packages` of the image for ``platform`` (its own pins where its wheels pin other versions)."""
         pins = {self.framework.package: self.release.version}
         pins.update(self.release.companions)
-        pins.update(self.variant.pins_for(self.python))
+        pins.update(self.variant.pins_for(self.python, platform))
         return tuple(sorted(pins.items()))
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        """The OCI platforms the image can be built for (its build's, :attr:`Variant.platforms`)."""
+        return self.variant.platforms
 
     @property
     def verified(self) -> bool:
