@@ -461,8 +461,10 @@ def make_sample_image(
     labels: dict[str, str] | None = None,
     created: str = "2024-05-01T12:00:00.123456789Z",
     docker_media_types: bool = False,
+    architecture: str = "amd64",
 ) -> SampleImage:
-    """An image with one layer per file in ``files`` (path -> content) and ``labels`` on its config."""
+    """An image with one layer per file in ``files`` (path -> content) and ``labels`` on its config, for
+    ``linux/ARCHITECTURE``."""
     def layer(path: str, content: bytes) -> tuple[bytes, str]:
         raw = io.BytesIO()
         with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -474,7 +476,7 @@ def make_sample_image(
 
     built = [layer(path, content) for path, content in sorted((files or {"hello.txt": b"hello\n"}).items())]
     config = json.dumps({
-        "architecture": "amd64", "os": "linux", "created": created,
+        "architecture": architecture, "os": "linux", "created": created,
         "config": {"Labels": labels or {}, "Env": ["PATH=/usr/bin:/bin"]},
         "rootfs": {"type": "layers", "diff_ids": [diff_id for _, diff_id in built]},
         "history": [{"created": created, "created_by": "imagectl test"} for _ in built],
