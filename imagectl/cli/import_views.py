@@ -32,5 +32,5 @@ def import_json(result: ImportResult) -> dict[str, Any]:
         "copied": result.copied, "checked": result.checked, "matches": result.matches,
         "ok": result.checked and not result.disagreements,
         "findings": [f.as_dict() for f in result.findings], "notes": result.notes,
-        "moved": bool(result.move and result.move.changed),
+        "moved": bool(result.move and result.move.changed), "platforms": list(result.source.platforms),
     }

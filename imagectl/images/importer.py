@@ -9,11 +9,15 @@
    compared with the profile from the matrix (:func:`expectations_from_profile`), and the profiles whose
    framework, version, CUDA and Python the report matches are listed (:func:`matching_profiles`).
    Disagreements are warnings; with ``strict`` they fail the import (OperationError) before anything is
-   copied.  ``check=False`` skips this step (no engine needed between two registries).
+   copied.  ``check=False`` skips this step (no engine needed between two registries).  A source that is an
+   image index (a multi-platform image) is checked by its child for this host's platform, pulled by that
+   child's digest; a note says which platform ran, and an index without one for this host cannot be checked
+   here (OperationError: import it with ``check=False``).
 3. **Copy** it into ``[REGISTRY/]NAMESPACE/NAME`` under an immutable tag of the naming scheme: the profile's
    versions, the time of the import, and as build key the hex of the source manifest digest (a local image:
    of its first repository digest, else of its image id).  Registry to registry: :func:`copy_image` (blobs
    mounted within one registry, streamed across registries, manifest bytes unchanged so the digest stays).
+   An index is copied whole: every child manifest and its blobs, then the index (digest unchanged).
    Local image to registry: tag and push.  No registry configured: a local tag.  A source imported before
    (same key) is not copied again.  An immutable tag is never overwritten: right before it is written it is
    read (one HEAD); naming another image fails the import (OperationError, nothing copied), naming this very
@@ -29,6 +33,7 @@ connects to one.  Everything here returns data; the CLI formats it.
 
 from __future__ import annotations
 
+import platform as host
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timezone
@@ -44,6 +49,7 @@ from ..imagecheck.run import run_foreign_check
 from ..labels import PROFILE, expectations_from_profile
 from ..matrix.model import Framework, Matrix, Profile, Release, Variant
 from ..matrix.names import build_profile
+from ..matrix.platforms import platform_of_machine
 from ..reference import Reference, names_registry, parse_reference
 from ..tags.managed import ManagedRepository, open_tag_store
 from ..tags.moves import MoveResult, guarded_move
@@ -85,6 +91,8 @@ class SourceImage:
     labels: Mapping[str, str]
     created: str
     key: str  # hex digits the immutable tag's key part is taken from
+    platforms: tuple[str, ...] = ()  # an image index's platforms (() for a single image)
+    host_child: str = ""  # an index's image for this host's platform, what the check pulls ("" for none)
 
 
 @dataclass
@@ -163,10 +171,10 @@ def read_source(text: str, config: Config, engine: Engine) -> SourceImage:
 
         client = client_for(ref.domain, config.insecure_hosts, config.registry_timeout)
         manifest = client.get_manifest(ref.path, ref.digest or ref.tag or "latest")
-        image = client.get_image_config(ref.path, manifest)
+        image = client.get_image_config(ref.path, manifest)  # an index's: its linux/amd64 child's (else the first)
         created = image.created.isoformat() if image.created else ""
         return SourceImage(ref, in_registry=True, digest=manifest.digest, labels=dict(image.labels), created=created,
-                           key=manifest.digest.split(":")[-1])
+                           key=manifest.digest.split(":")[-1], **_index_facts(manifest))
     info = engine.inspect(text)
     if info is None:
         raise OperationError(f"import: the local engine has no image {text} (to import from a registry, name it: "
@@ -174,6 +182,19 @@ def read_source(text: str, config: Config, engine: Engine) -> SourceImage:
     key_from = info.repo_digests[0].rpartition("@")[2] if info.repo_digests else info.id
     return SourceImage(ref, in_registry=False, digest=info.id, labels=dict(info.labels), created=info.created,
                        key=key_from.split(":")[-1])
+
+
+def _index_facts(manifest: Any) -> dict[str, Any]:
+    """``platforms`` and ``host_child`` of a source ``manifest`` that is an image index (nothing for an image)."""
+    from ..registry.manifest import is_platform_entry, platform_name  # the registry package loads requests
+
+    if not manifest.is_index:
+        return {}
+    entries = [c for c in manifest.children() if is_platform_entry(c)]
+    here = platform_of_machine(host.machine())
+    child = next((c.digest for c in entries if platform_name(c.platform) == here), "")
+    return {"platforms": tuple(platform_name(c.platform) or short_digest(c.digest) for c in entries),
+            "host_child": child}
 
 
 def check_script(profile: Profile, config: Config) -> str:
@@ -213,6 +234,14 @@ def import_image(text: str, managed: ManagedRepository, options: ImportOptions, 
 def _check(result: ImportResult, managed: ManagedRepository, env: ImportEnvironment) -> str:
     """Run the profile's check in the source image; fills the result's report, findings and matches.
     Returns the engine's id of the image (pulled when it was only in a registry)."""
+    source = result.source
+    if source.platforms and not source.host_child:
+        raise OperationError(f"import: {source.reference.familiar} is an image index of {', '.join(source.platforms)}"
+                             f", none of them this host's ({host.machine()}): its check cannot run here; import it"
+                             " with --no-check, or on a host of one of them")
+    if source.platforms:
+        result.notes.append(f"an image index of {', '.join(source.platforms)}: the check ran on this host's "
+                            f"platform's image ({short_digest(source.host_child)}) only")
     image = _local_copy(result.source, env.engine, env.log)
     report = run_foreign_check(env.engine, image, check_script(managed.profile, env.config), env.config.build_network)
     result.checked, result.report = True, report
@@ -225,7 +254,7 @@ def _local_copy(source: SourceImage, engine: Engine, log: LineSink) -> str:
     """The engine's reference of the source image, pulled by digest when it is only in a registry."""
     if not source.in_registry:
         return source.digest
-    pinned = f"{source.reference.repository}@{source.digest}"
+    pinned = f"{source.reference.repository}@{source.host_child or source.digest}"
     local = engine.inspect(pinned)
     if local is None:
         log(f"pulling {pinned} to run the in-image check")

@@ -319,3 +319,31 @@ def test_test_runs_the_host_child_natively_and_the_arm64_child_under_qemu(run_cl
                 pass
             if shutil.which("buildah"):
                 subprocess.run(["buildah", "rmi", "-f", ref], capture_output=True, timeout=60, check=False)
+
+
+def test_import_of_an_index_checks_the_child_of_this_hosts_platform(run_cli, tmp_path, registry, docker_client):
+    client = RegistryClient(registry.host, insecure=True)
+    try:
+        children = {f"linux/{a}": runnable_child(client, "team/runnable", a) for a in ("amd64", "arm64")}
+    except RuntimeError as exc:
+        pytest.fail(f"no stand-in rootfs: {exc}")
+    index = push_index(client, "team/runnable", "1.0", children)
+    config(tmp_path, registry.host, "idxcheck")
+    host_child = f"{registry.host}/team/runnable@{children[AMD].digest}"
+    try:
+        imported = run_cli("import", f"{registry.host}/team/runnable:1.0", "--name", PROFILE, "--json")
+        assert imported.code == 0, imported.err
+        result = json.loads(imported.out)
+        assert result["checked"] and result["digest"] == index and result["platforms"] == [AMD, ARM]
+        assert any(f"the check ran on this host's platform's image ({children[AMD].digest[:19]})" in note
+                   for note in result["notes"])
+        assert next(f for f in result["findings"] if f["what"] == "python")["ok"]  # the amd64 dash ran it
+        for child in children.values():
+            assert exists(client, f"idxcheck/{PROFILE}", child.digest)
+    finally:
+        try:
+            docker_client.images.remove(host_child, force=True)
+        except Exception:  # noqa: BLE001 - cleanup: the engine of the check may be buildah
+            pass
+        if shutil.which("buildah"):
+            subprocess.run(["buildah", "rmi", "-f", host_child], capture_output=True, timeout=60, check=False)
