@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ from imagectl.images.tester import check_image
 from imagectl.reference import parse_reference
 from imagectl.registry import OCI_INDEX, Manifest, RegistryClient
 from imagectl.tags.moves import guarded_move
+from imagectl.tags.prune import execute_prune, plan_for_store
 from imagectl.tags.store import RegistryTagStore
 from tests.integration.support.engine import _file_lock, _run_mmdebstrap, cache_dir, debian_mirror_lines
 from tests.integration.support.registry import make_sample_image, push_sample_image
@@ -347,3 +349,58 @@ def test_import_of_an_index_checks_the_child_of_this_hosts_platform(run_cli, tmp
             pass
         if shutil.which("buildah"):
             subprocess.run(["buildah", "rmi", "-f", host_child], capture_output=True, timeout=60, check=False)
+
+
+# --------------------------------------------------------------------------------------------- races
+
+
+class RacedStore(RegistryTagStore):
+    """The real registry store; right before its first tag delete, ``other`` (another writer, its own client)
+    does what the test stages."""
+
+    def __init__(self, client: RegistryClient, repo: str, other) -> None:
+        super().__init__(client, parse_reference(f"{client.host}/{repo}"))
+        self.other = other
+
+    def delete(self, tag: str) -> None:
+        other, self.other = self.other, None
+        if other is not None:
+            other()
+        super().delete(tag)
+
+
+def test_prune_keeps_a_child_a_concurrent_build_put_into_a_new_index(registry):
+    repo = f"idxrace/{PROFILE}"
+    client = RegistryClient(registry.host, insecure=True)
+    days = seed_indexes(client, repo)
+    writer = RegistryClient(registry.host, insecure=True)
+    new_tag = tag_of(9)
+
+    def build_reusing_day_1s_arm64_image() -> None:  # same inputs, same arm64 image: a new index names it
+        fresh = push_child(writer, repo, "day 9 amd64\n", "amd64")
+        push_index(writer, repo, new_tag, {AMD: fresh, ARM: writer.get_manifest(repo, days[1][ARM])})
+
+    store = RacedStore(client, repo, build_reusing_day_1s_arm64_image)
+    plan = plan_for_store(store, keep=1, min_age=timedelta(0), now=datetime.now(timezone.utc))
+    assert {d.digest for d in plan if d.delete and not d.tag} == {days[d][p] for d in (1, 2) for p in (AMD, ARM)}
+    report = execute_prune(store, plan)
+    assert sorted(report.deleted) == sorted([tag_of(1), tag_of(2)])
+    assert dict(report.skipped_children) == {days[1][ARM]: f"{new_tag} now reaches it"}
+    assert sorted(report.deleted_children) == sorted([days[1][AMD], days[2][AMD], days[2][ARM]])
+    assert resolved(registry.host, repo, new_tag, "arm64") == layers(client, repo, days[1][ARM])  # whole
+    assert not exists(client, repo, days[1][AMD])
+
+
+def test_prune_keeps_the_children_of_an_index_a_concurrent_rollback_moved_latest_onto(registry):
+    repo = f"idxrace2/{PROFILE}"
+    client = RegistryClient(registry.host, insecure=True)
+    days = seed_indexes(client, repo)
+    other = RegistryTagStore(RegistryClient(registry.host, insecure=True), parse_reference(f"{registry.host}/{repo}"))
+    store = RacedStore(client, repo, lambda: other.point("latest", days[1]["index"]))  # a rollback --to day 1
+    plan = plan_for_store(store, keep=1, min_age=timedelta(0), now=datetime.now(timezone.utc))
+    report = execute_prune(store, plan)
+    assert report.deleted == [tag_of(2)] and [t for t, _ in report.skipped] == [tag_of(1)]
+    assert sorted(report.deleted_children) == sorted([days[2][AMD], days[2][ARM]])
+    assert {d for d, _ in report.skipped_children} == {days[1][AMD], days[1][ARM]}
+    for arch, platform in (("amd64", AMD), ("arm64", ARM)):
+        assert resolved(registry.host, repo, "latest", arch) == layers(client, repo, days[1][platform])
