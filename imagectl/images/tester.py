@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..engine import Engine, LineSink
-from ..errors import OperationError, UnknownProfileError, ValidationError
+from ..errors import OperationError, RegistryError, UnknownProfileError, ValidationError
 from ..imagecheck.compare import Finding
 from ..imagecheck.run import check_findings
 from ..matrix.model import Matrix
@@ -113,7 +113,8 @@ def pick_image(image: str, store: TagStore | None, platform: str | None = None, 
                machine: str | None = None) -> Picked:
     """What a test of ``image`` runs (see the module docstring): an index's child for ``platform`` (default: the
     host's), read through ``store``, the tag store of its registry repository; with no store (a reference that
-    names no registry), ``image`` as given, on the host's platform only.
+    names no registry), or a registry that cannot be read and no ``platform`` asked, ``image`` as given (the
+    engine resolves it, as it pulls it), on the host's platform only.
 
     Raises InputError for a platform imagectl does not know, OperationError when the image has no such platform,
     cannot run here, or is not in the registry, RegistryError when the registry cannot be read.
@@ -125,10 +126,15 @@ def pick_image(image: str, store: TagStore | None, platform: str | None = None, 
                                  "read; name it with its registry (HOST/REPOSITORY:TAG)")
         return Picked(image)
     ref = parse_reference(image)
-    digest = ref.digest or store.digest(ref.tag or MOVING_TAG)
+    try:
+        digest = ref.digest or store.digest(ref.tag or MOVING_TAG)
+        entries = [c for c in store.children(digest) if not c.attachment] if digest else []
+    except RegistryError:
+        if platform:
+            raise
+        return Picked(image)  # unreadable here (a registry only the engine's mirror reaches): the engine pulls it
     if digest is None:
         raise OperationError(f"test: the registry has no image {image}")
-    entries = [c for c in store.children(digest) if not c.attachment]
     if not entries:
         if not platform:
             return Picked(image)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from imagectl.errors import InputError, OperationError
+from imagectl.errors import InputError, OperationError, RegistryError
 from imagectl.images.tester import Picked, emulator, host_platform, pick_image, platform_finding
 from tests.unit.tags.tagfakes import FakeStore, digest_of
 
@@ -73,3 +73,14 @@ def test_an_image_named_without_its_registry_runs_only_on_the_host_platform():
         pick_image("team/img:1", None, ARM, machine="x86_64")
     with pytest.raises(OperationError, match="none of the platforms"):
         host_platform("s390x")
+
+
+def test_a_registry_that_cannot_be_read_leaves_the_host_platform_to_the_engine(store, tmp_path):
+    def unreachable(*_: str) -> None:
+        raise RegistryError("registry registry.example.com: connection refused")
+
+    store.hooks["digest"] = unreachable
+    assert pick_image(f"{REPO}:latest", store, machine="x86_64") == Picked(f"{REPO}:latest")
+    store.hooks["digest"] = unreachable
+    with pytest.raises(RegistryError):  # a named platform cannot be chosen without reading the index
+        pick_image(f"{REPO}:latest", store, ARM, machine="x86_64", binfmt=binfmt(tmp_path, "enabled"))
