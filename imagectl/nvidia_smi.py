@@ -1,7 +1,8 @@
-"""Facts about the node imagectl runs on, read from ``nvidia-smi``."""
+"""Facts about the node imagectl runs on, read from ``nvidia-smi`` and ``uname -m``."""
 
 from __future__ import annotations
 
+import platform
 import shutil
 import subprocess
 
@@ -23,3 +24,12 @@ def read_node(nvidia_smi: str = "nvidia-smi") -> tuple[str, str | None]:
         raise OperationError(f"nvidia-smi found no GPU (exit {proc.returncode}): pass --driver VERSION")
     driver, _, cap = (part.strip() for part in line.partition(","))
     return driver, ("sm_" + cap.replace(".", "")) if cap and cap[0].isdigit() else None
+
+
+def read_machine() -> str:
+    """The node's CPU architecture as ``uname -m`` says it (``x86_64``, ``aarch64`` on a Grace host): the images it
+    runs are those with a platform of it.  Raises OperationError when the machine cannot say."""
+    machine = platform.machine()
+    if not machine:
+        raise OperationError("cannot read this node's CPU architecture (uname -m said nothing): pass --arch")
+    return machine

@@ -115,17 +115,18 @@ def judge(framework_wheels: dict[str, tuple[str, list[str], list[str]]], missing
     """The facts of a build on ``machine`` (pure): ``framework_wheels`` maps each non-CUDA pinned package to (the
     file read on ``machine``, its Requires-Dist there, the same of its x86_64 wheel); ``missing`` names the pinned
     wheels without a file for ``machine``."""
-    if missing:
-        return BuildFacts(False, f"no {machine} wheel of {', '.join(missing)}")
     found = {name: cuda_lines(lines, machine, python, extras.get(name, ()))
              for name, (_, lines, _) in framework_wheels.items()}
     carrier = next((name for name, lines in found.items() if lines), None)
-    if carrier is None:
-        read = ", ".join(f for f, _, _ in framework_wheels.values())
-        x86 = [n for n, (_, lines, x86_lines) in framework_wheels.items()
-               if cuda_lines(lines + x86_lines, "x86_64", python, extras.get(n, ()))]
-        why = (" (its nvidia-* requirements hold only where platform_machine == \"x86_64\")" if x86 else "")
-        return BuildFacts(False, f"CPU-only on {machine}: no CUDA wheel required by {read}{why}")
+    if missing or carrier is None:
+        parts = [f"no {machine} wheel of {', '.join(missing)}"] if missing else []
+        if carrier is None and framework_wheels:
+            read = ", ".join(f for f, _, _ in framework_wheels.values())
+            x86 = [n for n, (_, lines, x86_lines) in framework_wheels.items()
+                   if cuda_lines(lines + x86_lines, "x86_64", python, extras.get(n, ()))]
+            why = (" (its nvidia-* requirements hold only where platform_machine == \"x86_64\")" if x86 else "")
+            parts.append(f"CPU-only on {machine}: no CUDA wheel required by {read}{why}")
+        return BuildFacts(False, "; ".join(parts))
     filename = framework_wheels[carrier][0]
     first = found[carrier][0]
     evidence = f"{filename} requires {first}" + (f" and {len(found[carrier]) - 1} more CUDA wheels"

@@ -3,16 +3,19 @@
 - ``json``: the rows of ``imagectl list --json`` (with ``verified`` and ``unverified``, the reason);
 - ``github``: one line of JSON for ``strategy.matrix: ${{ fromJSON(...) }}``, a matrix of *chunks*:
   ``{"include": [{"chunk": 1, "chunks": N, "profiles": {"include": [{"profile", "framework", "cuda",
-  "python", "verified", "unverified"}, ...]}}, ...]}`` (strings, but ``verified`` a boolean and ``chunk``,
-  ``chunks`` numbers; ``unverified`` the reason or ``""``).  GitHub runs at most 256 jobs per matrix, so each
-  chunk holds at most that many profiles and is itself a matrix, for a reusable workflow called once per
-  chunk (``.github/workflows/imagectl-build.yml``); the chunks are at most as many, so up to 256 x 256
-  profiles fit.  An empty list prints ``{"include":[]}`` exactly (GitHub rejects a matrix without entries,
-  so a workflow compares the output with that string and skips the job);
-- ``gitlab``: a child pipeline (YAML, written by hand) whose build and promote jobs fan out with
-  ``parallel: matrix: - PROFILE: [...]`` (200 at most per job, as GitLab allows, the rest in
-  ``imagectl-build-2``, ...) and extend the hidden jobs ``.imagectl-build`` and ``.imagectl-promote`` of an
-  included file; with no profile, one job that says so (a child pipeline needs a job).  A comment line
+  "python", "verified", "unverified", "platform", "platforms"}, ...]}, "indexes": {"include": [{"profile",
+  "platforms"}, ...]}}, ...]}`` (strings, but ``verified`` a boolean and ``chunk``, ``chunks`` numbers;
+  ``unverified`` the reason or ``""``): one build job per profile and platform, and one index job per profile
+  that assembles its image index once every platform's image is pushed.  GitHub runs at most 256 jobs per matrix,
+  so each chunk holds at most that many build jobs (a profile's platforms in one chunk) and is itself a matrix,
+  for a reusable workflow called once per chunk (``.github/workflows/imagectl-build.yml``); the chunks are at
+  most as many, so up to 256 x 256 build jobs fit.  An empty list prints ``{"include":[]}`` exactly (GitHub
+  rejects a matrix without entries, so a workflow compares the output with that string and skips the job);
+- ``gitlab``: a child pipeline (YAML, written by hand) whose build jobs fan out per profile and platform with
+  ``parallel: matrix: - PLATFORM: ... PROFILE: [...]``, its index jobs per profile (``PLATFORMS``) and its promote
+  jobs per profile (200 at most per job, as GitLab allows, the rest in ``imagectl-build-2``, ...), extending the
+  hidden jobs ``.imagectl-build``, ``.imagectl-index`` and ``.imagectl-promote`` of an included file; with no
+  profile, one job that says so (a child pipeline needs a job).  A comment line
   names each unverified profile and why;
 - ``markdown``: a compatibility table, one row per framework release x CUDA build, with a Verified column.
 
@@ -33,10 +36,14 @@ from ..matrix.model import Profile
 
 OutputFormat = Literal["json", "github", "gitlab", "markdown"]
 FORMATS: tuple[OutputFormat, ...] = get_args(OutputFormat)
-GITHUB_KEYS = ("profile", "framework", "cuda", "python", "verified", "unverified")
+GITHUB_KEYS = ("profile", "framework", "cuda", "python", "verified", "unverified", "platform", "platforms")
+GITHUB_INDEX_KEYS = ("profile", "platforms")
 GITHUB_EMPTY = '{"include":[]}'
-GITLAB_JOBS = (("build", "imagectl-build", ".imagectl-build"), ("promote", "imagectl-promote", ".imagectl-promote"))
+GITLAB_JOBS = (("build", "imagectl-build", ".imagectl-build"), ("index", "imagectl-index", ".imagectl-index"),
+               ("promote", "imagectl-promote", ".imagectl-promote"))
 GITLAB_VARIABLE = "PROFILE"
+GITLAB_PLATFORM = "PLATFORM"  # the build jobs' platform (linux/amd64, linux/arm64)
+GITLAB_PLATFORMS = "PLATFORMS"  # the index jobs' platforms, comma-separated
 
 # The most jobs one matrix may fan out to, as each CI system documents it (the defaults of --max-jobs):
 # GitHub Actions, "A matrix will generate a maximum of 256 jobs per workflow run" (counted per matrix: the
@@ -67,9 +74,10 @@ def json_rows(profiles: Sequence[Profile]) -> str:
     return json.dumps([list_row(p) for p in profiles], indent=2, sort_keys=True)
 
 
-def github_include(profile: Profile) -> dict[str, str | bool]:
-    """One entry of a GitHub Actions ``strategy.matrix.include`` list (``unverified``: the reason, or ``""``: the
-    workflow schema allows no null as a matrix value, and both are false in a workflow's ``if``)."""
+def github_include(profile: Profile, platform: str | None = None) -> dict[str, str | bool]:
+    """One entry of a GitHub Actions ``strategy.matrix.include`` list: one build job, of ``profile`` for one of its
+    platforms (default: its first); ``platforms`` all of them, comma-separated (``unverified``: the reason, or
+    ``""``: the workflow schema allows no null as a matrix value, and both are false in a workflow's ``if``)."""
     return {
         "profile": profile.name,
         "framework": profile.framework.name,
@@ -77,26 +85,55 @@ def github_include(profile: Profile) -> dict[str, str | bool]:
         "python": profile.python,
         "verified": profile.verified,
         "unverified": profile.variant.unverified or "",
+        "platform": platform or profile.platforms[0],
+        "platforms": ",".join(profile.platforms),
     }
+
+
+def packed(groups: Sequence[list[T]], size: int) -> list[list[list[T]]]:
+    """``groups`` in order, packed into chunks of at most ``size`` items without splitting a group (a profile's
+    platforms share a chunk, so the chunk's index job waits for all of them); ``[]`` for no groups.
+
+    Raises:
+        InputError: ``size`` below 1, or a group larger than ``size``.
+    """
+    if size < 1:
+        raise InputError(f"--max-jobs {size}: must be a positive integer")
+    out: list[list[list[T]]] = []
+    for group in groups:
+        if len(group) > size:
+            raise InputError(f"--max-jobs {size}: a profile builds for {len(group)} platforms, one job each, and "
+                             "they share a chunk; give at least that many")
+        if not out or sum(map(len, out[-1])) + len(group) > size:
+            out.append([])
+        out[-1].append(group)
+    return out
 
 
 def github_chunks(profiles: Sequence[Profile], max_jobs: int = GITHUB_MAX_JOBS) -> dict[str, list[dict[str, object]]]:
     """The GitHub Actions matrix of chunks: ``{"include": [{"chunk": n, "chunks": N, "profiles": {"include":
-    [...]}}, ...]}``, each chunk's ``profiles`` a matrix of at most ``max_jobs`` entries, in list order.
+    [...]}, "indexes": {"include": [...]}}, ...]}``, in list order: each chunk's ``profiles`` a matrix of at most
+    ``max_jobs`` build jobs, one per profile and platform (:attr:`Profile.platforms`), and its ``indexes`` one entry
+    per profile of the chunk (``profile``, ``platforms``) for the job that assembles its image index once every
+    platform's image is pushed.
 
     Raises:
-        InputError: ``max_jobs`` below 1, or more chunks than ``max_jobs`` (the matrix over the chunks is
-            limited too): more than ``max_jobs`` squared profiles.
+        InputError: ``max_jobs`` below 1 or below a profile's platform count, or more chunks than ``max_jobs`` (the
+            matrix over the chunks is limited too).
     """
-    chunks = chunked(profiles, max_jobs)
+    chunks = packed([[github_include(p, platform) for platform in p.platforms] for p in profiles], max_jobs)
     if len(chunks) > max_jobs:
-        raise InputError(f"{len(profiles)} profiles need {len(chunks)} chunks of at most {max_jobs}, and one matrix "
-                         f"runs at most {max_jobs} of them: select fewer profiles (--framework, --changed-since)")
+        jobs = sum(len(p.platforms) for p in profiles)
+        raise InputError(f"{len(profiles)} profiles need {len(chunks)} chunks of at most {max_jobs} build jobs ({jobs} "
+                         f"jobs, one per platform), and one matrix runs at most {max_jobs} of them: select fewer "
+                         "profiles (--framework, --changed-since)")
     return {"include": [_github_chunk(chunk, number, len(chunks)) for number, chunk in enumerate(chunks, start=1)]}
 
 
-def _github_chunk(profiles: list[Profile], number: int, count: int) -> dict[str, object]:
-    return {"chunk": number, "chunks": count, "profiles": {"include": [github_include(p) for p in profiles]}}
+def _github_chunk(groups: list[list[dict[str, str | bool]]], number: int, count: int) -> dict[str, object]:
+    indexes = [{key: group[0][key] for key in GITHUB_INDEX_KEYS} for group in groups]
+    return {"chunk": number, "chunks": count, "profiles": {"include": [e for group in groups for e in group]},
+            "indexes": {"include": indexes}}
 
 
 def github_matrix(profiles: Sequence[Profile], max_jobs: int = GITHUB_MAX_JOBS) -> str:
@@ -115,19 +152,23 @@ def yaml_string(text: str) -> str:
 
 def gitlab_pipeline(profiles: Sequence[Profile], include: str | None = ".gitlab-ci.yml",
                     max_jobs: int = GITLAB_MAX_JOBS) -> str:
-    """A GitLab child pipeline that builds, then promotes, each profile in its own job.
+    """A GitLab child pipeline that builds each profile once per platform (:attr:`Profile.platforms`), each build in
+    its own job, then assembles each profile's image index, then promotes each profile.
 
-    The jobs extend ``.imagectl-build`` and ``.imagectl-promote``; ``include`` names the repository file
-    that defines them (and the ``build`` and ``promote`` stages); with no ``include`` the pipeline
-    declares the two stages itself and the templates must be prepended to it.  GitLab runs at most 200
+    The jobs extend ``.imagectl-build`` (variables ``PROFILE``, ``PLATFORM``), ``.imagectl-index`` (``PROFILE``,
+    ``PLATFORMS``: comma-separated) and ``.imagectl-promote`` (``PROFILE``); ``include`` names the repository file
+    that defines them (and the ``build``, ``index`` and ``promote`` stages); with no ``include`` the pipeline
+    declares the stages itself and the templates must be prepended to it.  GitLab runs at most 200
     ``parallel:matrix`` jobs per job (``max_jobs``), so a longer list is split over ``imagectl-build``,
-    ``imagectl-build-2``, ...; the promote stage starts when every build succeeded.
+    ``imagectl-build-2``, ...; the index stage starts when every build succeeded, the promote stage when every
+    index is written.
 
     Raises:
         InputError: ``max_jobs`` below 1.
     """
     names = [p.name for p in profiles]
-    lines = [f"# Generated by `imagectl matrix --format gitlab`: {len(names)} profile(s).",
+    lines = [f"# Generated by `imagectl matrix --format gitlab`: {len(names)} profile(s), "
+             f"{sum(len(p.platforms) for p in profiles)} platform build(s).",
              *(f"# unverified: {p.name}: {' '.join(p.variant.unverified.split())}"
                for p in profiles if p.variant.unverified), ""]
     if not names:
@@ -136,13 +177,30 @@ def gitlab_pipeline(profiles: Sequence[Profile], include: str | None = ".gitlab-
         lines += ["include:", f"  - local: {yaml_string(include)}", ""]
     else:
         lines += ["stages:", *(f"  - {stage}" for stage, _, _ in GITLAB_JOBS), ""]
-    chunks = chunked(names, max_jobs)
-    for stage, job, template in GITLAB_JOBS:
-        for number, chunk in enumerate(chunks, start=1):
+    builds = [(p.name, platform) for p in profiles for platform in p.platforms]
+    indexes = [(p.name, ",".join(p.platforms)) for p in profiles]
+    promotes = [(p.name, "") for p in profiles]
+    for (stage, job, template), pairs, key in zip(GITLAB_JOBS, (builds, indexes, promotes),
+                                                 (GITLAB_PLATFORM, GITLAB_PLATFORMS, ""), strict=True):
+        for number, chunk in enumerate(chunked(pairs, max_jobs), start=1):
             name = job if number == 1 else f"{job}-{number}"
             lines += [f"{name}:", f"  stage: {stage}", f"  extends: {template}", "  parallel:", "    matrix:",
-                      f"      - {GITLAB_VARIABLE}:", *(f"          - {yaml_string(n)}" for n in chunk), ""]
+                      *_gitlab_entries(chunk, key), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _gitlab_entries(pairs: list[tuple[str, str]], key: str) -> list[str]:
+    """``parallel:matrix`` entries: one per value of ``key`` (a platform, or the platforms), each with its profiles
+    (one job per profile); without ``key`` one entry of every profile."""
+    by_value: dict[str, list[str]] = {}
+    for name, value in pairs:
+        by_value.setdefault(value, []).append(name)
+    lines = []
+    for value, names in by_value.items():
+        head = f"      - {key}: {yaml_string(value)}" if key else f"      - {GITLAB_VARIABLE}:"
+        lines += [head, *([f"        {GITLAB_VARIABLE}:"] if key else []),
+                  *(f"          - {yaml_string(n)}" for n in names)]
+    return lines
 
 
 def _gitlab_empty() -> list[str]:

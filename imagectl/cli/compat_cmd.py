@@ -6,9 +6,11 @@ from __future__ import annotations
 import click
 
 from ..lock.runtime import lock_reader
-from ..matrix.compat import Verdict, check_combination, gpu_arch, node_verdicts, parse_combination
+from ..matrix.compat import Verdict, check_combination, gpu_arch, node_host, node_verdicts, parse_combination
+from ..matrix.model import AMD64, MACHINES
 from ..matrix.names import list_profiles, python_problems
-from ..nvidia_smi import read_node
+from ..matrix.platforms import platform_name, platform_of_machine
+from ..nvidia_smi import read_machine, read_node
 from .app import check_framework, echo_json, framework_option, json_option, workspace
 from .compat_views import compat_rows, compat_table
 
@@ -17,21 +19,29 @@ from .compat_views import compat_rows, compat_table
 @click.option("--driver", metavar="VERSION", help="Node driver version (default: from nvidia-smi).")
 @click.option("--gpu", metavar="NAME|sm_XY",
               help="GPU model or architecture (default: from nvidia-smi when --driver is absent).")
+@click.option("--arch", metavar="aarch64|x86_64",
+              help="The node's CPU architecture (default: the GPU's host where it has one, GH200/GB200/GB300/GB10: "
+                   "aarch64; on the node itself, uname -m).")
 @framework_option
 @click.option("--all", "show_all", is_flag=True, help="Also list the profiles that cannot run, with the reasons.")
 @click.option("--best", is_flag=True, help="Only the newest profile of each framework that can run.")
 @json_option
 @click.pass_context
 def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None,  # noqa: PLR0913 (one per option)
-               framework: str | None, show_all: bool, best: bool, as_json: bool) -> int:
-    """Which profiles can run on a node with this driver (and GPU); with --all also why the others cannot."""
+               arch: str | None, framework: str | None, show_all: bool, best: bool, as_json: bool) -> int:
+    """Which profiles can run on a node with this driver (and GPU, and CPU); with --all also why the others cannot."""
     ws = workspace(ctx)
     profiles = list_profiles(ws.matrix, check_framework(ws, framework))
-    if driver is None:
+    host = MACHINES[platform_name(arch, "--arch")] if arch is not None else None
+    if driver is None:  # the node itself: its driver and GPU from nvidia-smi, its CPU from uname -m
         driver, detected = read_node()
         gpu = detected if gpu is None else gpu
+        host = host or read_machine()
     node_gpu = gpu_arch(gpu, ws.matrix) if gpu is not None else None
-    verdicts = node_verdicts(profiles, driver, node_gpu, lock_reader(ws.config, ws.matrix))
+    machine = node_host(host, node_gpu)
+    lock_platform = platform_of_machine(machine) if machine else None
+    verdicts = node_verdicts(profiles, driver, node_gpu, lock_reader(ws.config, ws.matrix, lock_platform or AMD64),
+                             host)
     if best:  # list order is newest first within a framework: the first runnable one of each
         by_name = {p.name: p for p in profiles}
         firsts: dict[str, Verdict] = {}
@@ -45,7 +55,7 @@ def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None,  # noqa:
     for line in compat_table(verdicts, show_all):
         click.echo(line)
     good = sum(v.ok for v in verdicts)
-    on_gpu = f" on {gpu}" if gpu else ""
+    on_gpu = (f" on {gpu}" if gpu else "") + (f" ({machine} host)" if machine else "")
     what = ("the newest of each framework that can run" if best else
             "every profile" if show_all else "those that can run (--all: also why the others cannot)")
     click.echo(f"{good} of {len(verdicts)} profiles can run with driver {driver}{on_gpu}; listed: {what}", err=True)

@@ -17,6 +17,7 @@ from .archs import describe, match_arch, newer_than_build, no_match
 from .gpus import find_gpu, gpu_driver_reasons
 from .model import CudaToolkit, Framework, Gpu, Matrix, Profile, Release
 from .names import build_profile
+from .platforms import platform_of_machine
 from .runtime import LockedCuda, runtime_toolkit
 
 
@@ -49,8 +50,6 @@ def profile_archs(profile: Profile, toolkit: CudaToolkit | None = None) -> tuple
 
 MINOR = "minor-version compatibility"
 FULL = "full support"
-# The CPU architecture every image has: its lock's platform (x86_64-manylinux_2_28) and nvidia/cuda's amd64 child.
-IMAGE_HOST = "x86_64"
 
 
 def driver_verdict(toolkit: CudaToolkit, driver: str, who: str = "") -> tuple[list[str], list[str]]:
@@ -67,11 +66,13 @@ def driver_verdict(toolkit: CudaToolkit, driver: str, who: str = "") -> tuple[li
 
 
 def node_verdict(profile: Profile, toolkit: CudaToolkit, driver: str,
-                 gpu: Gpu | None) -> tuple[list[str], list[str], str]:
+                 gpu: Gpu | None, host: str | None = None) -> tuple[list[str], list[str], str]:
     """``(reasons, notes, mechanism)`` for ``profile`` on ``driver`` (and ``gpu``), ``toolkit`` the CUDA its code needs
-    (its lock's): first whether the container runtime starts the image and on which libcuda (by the image's own
-    CUDA: :func:`~.admission.admission`), then that libcuda against ``toolkit``'s floors, the GPU's driver list and
-    its binary compatibility."""
+    (its lock's): first whether the host's CPU (``host``, ``uname -m``: the node's or ``--arch``, else the GPU's
+    fixed host) runs one of the image's platforms, then whether the container runtime starts the image and on which
+    libcuda (by the image's own CUDA: :func:`~.admission.admission`), then that libcuda against ``toolkit``'s floors,
+    the GPU's driver list and its binary compatibility."""
+    reasons_host = host_reasons(profile, host, gpu)
     entry = admission(profile.toolkit, driver, gpu)
     reasons, notes = ([entry.why], []) if entry.mechanism == "refused" else ([], [])
     if entry.driver is not None:
@@ -79,20 +80,37 @@ def node_verdict(profile: Profile, toolkit: CudaToolkit, driver: str,
         who = f"the cuda-compat {profile.toolkit.version} driver ({entry.driver} or later)" if forward else ""
         reasons, notes = driver_verdict(toolkit, entry.driver, who)
         notes = [entry.why, *notes] if forward else notes
+    reasons = reasons_host + reasons
     if gpu:
-        reasons += host_reasons(profile, gpu) + gpu_driver_reasons(gpu, driver)
+        reasons += gpu_driver_reasons(gpu, driver)
         more_reasons, more = arch_verdict(profile, gpu, entry.driver or driver, toolkit)
         reasons, notes = reasons + more_reasons, notes + more
     return reasons, notes, "" if reasons else _mechanism(entry.mechanism, notes)
 
 
-def host_reasons(profile: Profile, gpu: Gpu) -> list[str]:
-    """Why the image cannot start on the host ``gpu`` sits in (a Grace GPU's host is aarch64; every image here is
-    x86_64): an image of another CPU architecture fails with ``exec format error``."""
-    if gpu.host in (None, IMAGE_HOST):
+def node_host(host: str | None, gpu: Gpu | None) -> str | None:
+    """The CPU architecture (``uname -m``) of the node: ``host`` when given (``--arch``, or read from the node), else
+    the host ``gpu`` always sits in (a Grace GPU: aarch64), else None (not known: no image is refused for it)."""
+    return host or (gpu.host if gpu else None)
+
+
+def host_reasons(profile: Profile, host: str | None, gpu: Gpu | None = None) -> list[str]:
+    """Why the image cannot start on a node whose CPU is ``host`` (else ``gpu``'s fixed host, :func:`node_host`):
+    the image has no platform of that CPU (its build's index has no CUDA wheels for it), and an image of another
+    CPU architecture fails with ``exec format error``.  Empty when it has one, or the host is not known (pure)."""
+    machine = node_host(host, gpu)
+    platform = platform_of_machine(machine) if machine else None
+    if machine is None or platform in profile.platforms:
         return []
-    return [f"{gpu.name} sits in an {gpu.host} host (Grace CPU): {profile.name} is an {IMAGE_HOST} (linux/amd64) image "
-            "only, which does not start there (exec format error)"]
+    where = (f"{gpu.name} sits in an {machine} host (Grace CPU)" if gpu and gpu.host == machine and not host
+             else f"the node is an {machine} host")
+    has = ", ".join(profile.platforms)
+    why = dict(profile.variant.platform_sources).get(platform or "")
+    lacks = (f"imagectl builds no {machine} image" if not platform else
+             f"its index has no {machine} CUDA wheels: {why}" if why else
+             f"no {machine} CUDA wheels are recorded for its build: its index was not read (matrices/platforms.toml)")
+    return [f"{where}: {profile.name} has no {platform or machine} image ({lacks}); its {has} image does not start "
+            "there (exec format error)"]
 
 
 def _mechanism(entry: str, notes: list[str]) -> str:
@@ -125,29 +143,29 @@ def arch_verdict(profile: Profile, gpu: Gpu, driver: str | None = None,
 
 
 def profile_verdict(profile: Profile, driver: str, gpu: Gpu | None,
-                    lock_of: LockOf | None = None) -> tuple[list[str], list[str]]:
-    """(reasons, notes) for ``profile`` on a node with ``driver`` and optionally ``gpu``; with ``lock_of`` the
-    driver floors and targets follow the CUDA runtime the profile's lock installs (:mod:`.runtime`)."""
-    reasons, notes, _ = profile_mechanism(profile, driver, gpu, lock_of)
+                    lock_of: LockOf | None = None, host: str | None = None) -> tuple[list[str], list[str]]:
+    """(reasons, notes) for ``profile`` on a node with ``driver`` and optionally ``gpu`` (and CPU ``host``); with
+    ``lock_of`` the driver floors and targets follow the CUDA runtime the profile's lock installs (:mod:`.runtime`)."""
+    reasons, notes, _ = profile_mechanism(profile, driver, gpu, lock_of, host)
     return reasons, notes
 
 
 def profile_mechanism(profile: Profile, driver: str, gpu: Gpu | None,
-                      lock_of: LockOf | None = None) -> tuple[list[str], list[str], str]:
+                      lock_of: LockOf | None = None, host: str | None = None) -> tuple[list[str], list[str], str]:
     """:func:`profile_verdict` and what lets the profile run (``""`` when it cannot)."""
     toolkit, notes = runtime_toolkit(profile, lock_of(profile)) if lock_of else (profile.toolkit, [])
-    reasons, more, mechanism = node_verdict(profile, toolkit, driver, gpu)
+    reasons, more, mechanism = node_verdict(profile, toolkit, driver, gpu, host)
     return reasons, notes + more, mechanism
 
 
 def node_verdicts(profiles: list[Profile], driver: str, gpu: Gpu | None,
-                  lock_of: LockOf | None = None) -> list[Verdict]:
-    """A verdict per profile for a node with ``driver`` and optionally ``gpu``; raises InputError for a bad
-    driver version."""
+                  lock_of: LockOf | None = None, host: str | None = None) -> list[Verdict]:
+    """A verdict per profile for a node with ``driver``, optionally ``gpu`` and its CPU ``host`` (``uname -m``; else
+    the GPU's fixed host); raises InputError for a bad driver version."""
     check_driver(driver, "--driver")
     out = []
     for profile in profiles:
-        reasons, notes, mechanism = profile_mechanism(profile, driver, gpu, lock_of)
+        reasons, notes, mechanism = profile_mechanism(profile, driver, gpu, lock_of, host)
         out.append(Verdict(profile.name, not reasons, tuple(reasons), tuple(notes), mechanism))
     return out
 

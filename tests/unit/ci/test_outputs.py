@@ -36,16 +36,22 @@ def check_github_matrix(text: str, max_jobs: int = GITHUB_MAX_JOBS) -> list[dict
     assert isinstance(chunks, list) and len(chunks) <= max_jobs
     include: list[dict[str, str]] = []
     for number, chunk in enumerate(chunks, start=1):
-        assert chunk == {"chunk": number, "chunks": len(chunks), "profiles": chunk["profiles"]}
+        assert chunk == {"chunk": number, "chunks": len(chunks), "profiles": chunk["profiles"],
+                         "indexes": chunk["indexes"]}
         assert list(chunk["profiles"]) == ["include"] and 1 <= len(chunk["profiles"]["include"]) <= max_jobs
-        include += chunk["profiles"]["include"]
+        builds = chunk["profiles"]["include"]
+        # one index job per profile of the chunk, naming every platform the chunk builds it for (none elsewhere)
+        assert chunk["indexes"] == {"include": [
+            {"profile": name, "platforms": ",".join(e["platform"] for e in builds if e["profile"] == name)}
+            for name in dict.fromkeys(e["profile"] for e in builds)]}
+        include += builds
     for entry in include:
         assert isinstance(entry, dict) and tuple(entry) == GITHUB_KEYS
         assert isinstance(entry["verified"], bool) and (entry["unverified"] == "") == entry["verified"]
         assert all(isinstance(v, str) for k, v in entry.items() if k != "verified")
         assert all(v for k, v in entry.items() if k not in ("verified", "unverified"))
-        assert PROFILE_NAME.match(entry["profile"])
-    assert len({e["profile"] for e in include}) == len(include)
+        assert PROFILE_NAME.match(entry["profile"]) and entry["platform"] in entry["platforms"].split(",")
+    assert len({(e["profile"], e["platform"]) for e in include}) == len(include)
     return include
 
 
@@ -92,26 +98,39 @@ def _scalar(text: str) -> object:
     return json.loads(text) if text.startswith('"') else text
 
 
+GITLAB_KEYS = {"build": ["PLATFORM", "PROFILE"], "index": ["PLATFORMS", "PROFILE"], "promote": ["PROFILE"]}
+
+
 def check_gitlab_pipeline(text: str, include: str | None = ".gitlab-ci.yml",
                           max_jobs: int = GITLAB_MAX_JOBS) -> list[str]:
-    """A GitLab child pipeline: build jobs and promote jobs with parallel:matrix of one PROFILE list each
-    (at most ``max_jobs`` entries), extending the templates; the profiles built are the profiles promoted."""
+    """A GitLab child pipeline: build jobs (one per profile and platform: entries of one PLATFORM and a PROFILE
+    list), index jobs (entries of one PLATFORMS and a PROFILE list) and promote jobs (one PROFILE list), at most
+    ``max_jobs`` jobs each, extending the templates; every profile built is indexed with the platforms it was built
+    for and promoted once.  Returns the profiles promoted."""
     document = parse_gitlab(text)
     jobs = {k: v for k, v in document.items() if k not in ("include", "stages") and not k.startswith(".")}
     assert jobs, "a child pipeline needs at least one job"
     if include:
         assert document["include"] == [{"local": include}] and "stages" not in document
-    built, promoted = [], []
+    seen: dict[str, list[tuple[str, str]]] = {"build": [], "index": [], "promote": []}
     for name, job in jobs.items():
         assert set(job) == {"stage", "extends", "parallel"}, name
+        assert job["extends"] == f".imagectl-{job['stage']}"
         matrix = job["parallel"]["matrix"]
-        assert isinstance(matrix, list) and len(matrix) == 1 and list(matrix[0]) == ["PROFILE"]
-        profiles = matrix[0]["PROFILE"]
-        assert 1 <= len(profiles) <= max_jobs and all(PROFILE_NAME.match(p) for p in profiles)
-        (built if job["stage"] == "build" else promoted).extend(profiles)
-        assert job["extends"] == (".imagectl-build" if job["stage"] == "build" else ".imagectl-promote")
-    assert built == promoted and len(set(built)) == len(built)
-    return built
+        assert isinstance(matrix, list) and 1 <= len(matrix)
+        count = 0
+        for entry in matrix:
+            assert list(entry) == GITLAB_KEYS[job["stage"]], entry
+            value = entry.get("PLATFORM", entry.get("PLATFORMS", ""))
+            assert isinstance(value, str) and all(PROFILE_NAME.match(p) for p in entry["PROFILE"])
+            seen[job["stage"]] += [(p, value) for p in entry["PROFILE"]]
+            count += len(entry["PROFILE"])
+        assert 1 <= count <= max_jobs
+    built, promoted = seen["build"], [p for p, _ in seen["promote"]]
+    assert len(set(built)) == len(built) and len(set(promoted)) == len(promoted)
+    assert sorted(seen["index"]) == sorted((p, ",".join(pl for q, pl in built if q == p)) for p in promoted)
+    assert sorted(promoted) == sorted({p for p, _ in built})
+    return promoted
 
 
 def test_github_matrix_has_one_entry_per_profile(matrix):
@@ -122,7 +141,7 @@ def test_github_matrix_has_one_entry_per_profile(matrix):
     assert json.loads(text)["include"][0]["chunks"] == 1
     first = include[0]
     assert first == {"profile": "torch-2.7-cu128", "framework": "torch", "cuda": "12.8", "python": first["python"],
-                     "verified": True, "unverified": ""}
+                     "verified": True, "unverified": "", "platform": "linux/amd64", "platforms": "linux/amd64"}
 
 
 def test_github_unverified_entry_carries_its_reason(matrix_copy):
@@ -144,7 +163,8 @@ def test_github_splits_into_chunks_in_order(matrix):
 
 def test_github_refuses_more_chunks_than_one_matrix_runs(matrix):
     profiles = list_profiles(matrix)  # 12: 3 chunks of 4 fit a limit of 4; 4 chunks of 3 do not fit a limit of 3
-    with pytest.raises(InputError, match="12 profiles need 4 chunks of at most 3, and one matrix runs at most 3"):
+    with pytest.raises(InputError, match=r"12 profiles need 4 chunks of at most 3 build jobs \(12 jobs, one per "
+                                         r"platform\), and one matrix runs at most 3"):
         github_matrix(profiles, max_jobs=3)
 
 
@@ -161,7 +181,7 @@ def test_gitlab_pipeline_fans_out_build_and_promote(matrix):
 
 def test_gitlab_pipeline_without_include_declares_its_stages(matrix):
     document = parse_gitlab(gitlab_pipeline(list_profiles(matrix)[:2], include=None))
-    assert document["stages"] == ["build", "promote"] and "include" not in document
+    assert document["stages"] == ["build", "index", "promote"] and "include" not in document
 
 
 def test_gitlab_splits_more_than_200_profiles(matrix):
@@ -179,7 +199,7 @@ def test_gitlab_max_jobs_splits_sooner(matrix):
     text = gitlab_pipeline(profiles, max_jobs=5)
     document = parse_gitlab(text)
     assert [len(document[k]["parallel"]["matrix"][0]["PROFILE"]) for k in document if k.startswith("imagectl-")] == [
-        5, 5, 2, 5, 5, 2]
+        5, 5, 2, 5, 5, 2, 5, 5, 2]
     assert check_gitlab_pipeline(text, max_jobs=5) == [p.name for p in profiles]
 
 
@@ -279,7 +299,8 @@ def test_cli_max_jobs_above_the_documented_limit_warns(run_cli, use_matrix, test
     (("--max-jobs", "ten"), "imagectl: Invalid value for '--max-jobs': 'ten'"),
     (("--max-jobs", "2.5"), "imagectl: Invalid value for '--max-jobs': '2.5'"),
     (("--max-jobs",), "imagectl: Option '--max-jobs' requires an argument."),
-    (("--max-jobs", "3"), "imagectl: 12 profiles need 4 chunks of at most 3, and one matrix runs at most 3 of them"),
+    (("--max-jobs", "3"), "imagectl: 12 profiles need 4 chunks of at most 3 build jobs (12 jobs, one per platform), "
+                          "and one matrix runs at most 3 of them"),
     (("--format", "markdown", "--max-jobs", "3"), "imagectl: --max-jobs applies to --format github and gitlab"),
 ])
 def test_cli_bad_max_jobs_is_one_line_exit_2(run_cli, use_matrix, test_matrix_dir, args, message):

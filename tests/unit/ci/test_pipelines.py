@@ -92,22 +92,30 @@ def test_github_chunk_workflow_builds_and_promotes_each_profile(workflow, called
     passed = set(workflow["jobs"]["build"]["with"]) | set(workflow["jobs"]["promote"]["with"])
     assert passed == set(inputs)  # every input the caller passes is declared, every required one passed
     assert {name for name, spec in inputs.items() if spec.get("required")} <= set(workflow["jobs"]["build"]["with"])
-    build, promote = called["jobs"]["build"], called["jobs"]["promote"]
+    build, index, promote = called["jobs"]["build"], called["jobs"]["index"], called["jobs"]["promote"]
     assert build["if"] == "inputs.task == 'build'" and promote["if"] == "inputs.task == 'promote'"
-    for job in (build, promote):
-        assert job["strategy"]["matrix"] == "${{ fromJSON(inputs.profiles) }}" and job["strategy"]["fail-fast"] is False
+    # the index job: once every platform's build of the chunk succeeded, on a push only
+    assert index["needs"] == "build" and index["if"] == "inputs.task == 'build' && github.event_name == 'push'"
+    matrices = {"build": "profiles", "index": "indexes", "promote": "indexes"}  # one promote per profile
+    for name, job in (("build", build), ("index", index), ("promote", promote)):
+        assert job["strategy"]["matrix"] == f"${{{{ fromJSON(inputs.{matrices[name]}) }}}}"
+        assert job["strategy"]["fail-fast"] is False
         assert next(s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python"))["with"] == {
             "python-version": "${{ inputs.python-version }}"}
         login = next(s for s in job["steps"] if s.get("uses", "").startswith("docker/login-action"))
         assert login["with"]["password"] == "${{ secrets.REGISTRY_PASSWORD }}"
     step = next(s for s in build["steps"] if "imagectl build" in s.get("run", ""))
-    assert step["env"]["PROFILE"] == "${{ matrix.profile }}" and '"$PROFILE" --push' in step["run"]
+    assert step["env"]["PROFILE"] == "${{ matrix.profile }}" and step["env"]["PLATFORM"] == "${{ matrix.platform }}"
+    assert '"$PROFILE" --platform "$PLATFORM" --push' in step["run"]
+    qemu = next(s for s in build["steps"] if s.get("uses", "").startswith("docker/setup-qemu-action"))
+    assert qemu["if"] == "matrix.platform != 'linux/amd64'" and qemu["with"]["platforms"] == "${{ matrix.platform }}"
+    assert 'imagectl index "$PROFILE" --platforms "$PLATFORMS"' in runs(index)
     assert promote["environment"] == "stable"
     assert 'imagectl promote "$PROFILE" --channel stable' in runs(promote)
 
 
 def test_gitlab_stages_and_parent_jobs(gitlab):
-    assert gitlab["stages"] == ["validate", "plan", "build", "promote"]
+    assert gitlab["stages"] == ["validate", "plan", "build", "index", "promote"]
     validate = gitlab["validate"]
     assert "imagectl validate --junit validate.xml" in validate["script"]
     assert validate["artifacts"]["reports"]["junit"] == "validate.xml"
@@ -121,7 +129,10 @@ def test_gitlab_stages_and_parent_jobs(gitlab):
 
 
 def test_gitlab_templates_build_and_promote(gitlab):
-    assert 'imagectl build "$PROFILE" --push' in gitlab[".imagectl-build"]["script"][0]
+    assert 'imagectl build "$PROFILE" --platform "$PLATFORM" --push' in gitlab[".imagectl-build"]["script"][1]
+    assert "tonistiigi/binfmt --install" in gitlab[".imagectl-build"]["script"][0]  # QEMU for linux/arm64
+    assert gitlab[".imagectl-index"]["script"] == ['imagectl index "$PROFILE" --platforms "$PLATFORMS"']
+    assert gitlab[".imagectl-index"]["rules"] == [{"if": '$IMAGECTL_PUBLISH == "true"'}]
     assert gitlab[".imagectl-promote"]["script"] == ['imagectl promote "$PROFILE" --channel stable']
     assert gitlab[".imagectl-promote"]["rules"] == [{"if": '$IMAGECTL_PUBLISH == "true"'}]
     assert "CI_REGISTRY_PASSWORD" in "\n".join(gitlab[".imagectl-registry"]["before_script"])
@@ -145,7 +156,7 @@ NOT_IN_CHILD = {"if": '$CI_PIPELINE_SOURCE == "parent_pipeline"', "when": "never
 def test_generated_child_pipeline_fits_the_example(gitlab, matrix):
     child = yaml.safe_load(gitlab_pipeline(list_profiles(matrix)))
     assert child["include"] == [{"local": ".gitlab-ci.yml"}] and "stages" not in child
-    for name in ("imagectl-build", "imagectl-promote"):
+    for name in ("imagectl-build", "imagectl-index", "imagectl-promote"):
         assert child[name]["extends"] in gitlab and child[name]["stage"] in gitlab["stages"]
         assert NOT_IN_CHILD not in _rules(gitlab, gitlab[child[name]["extends"]])
     # the child pipeline includes .gitlab-ci.yml: each of its visible jobs must stay out of the child

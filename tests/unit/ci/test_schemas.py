@@ -26,18 +26,20 @@ CALLER = REPO / ".github" / "workflows" / "imagectl.yml"
 CALLED = REPO / ".github" / "workflows" / "imagectl-build.yml"
 CHUNKS = "${{ fromJSON(needs.matrix.outputs.matrix) }}"
 PROFILES = "${{ fromJSON(inputs.profiles) }}"
+INDEXES = "${{ fromJSON(inputs.indexes) }}"
 
 
 def github_files(output: str, where: Path) -> list[Path]:
     """The example workflows with ``output`` (``imagectl matrix --format github``) inlined: the caller with
-    the chunk list, and the called workflow once per chunk with that chunk's profiles."""
+    the chunk list, and the called workflow once per chunk with that chunk's build jobs and index jobs."""
     chunks = json.loads(output)
     files = [where / "caller.yml"]
     files[0].write_text(inline(CALLER.read_text(encoding="utf-8"), CHUNKS, chunks), encoding="utf-8")
     called = CALLED.read_text(encoding="utf-8")
     for chunk in chunks["include"]:
         files.append(where / f"called-{chunk['chunk']}.yml")
-        files[-1].write_text(inline(called, PROFILES, chunk["profiles"]), encoding="utf-8")
+        with_profiles = inline(called, PROFILES, chunk["profiles"])
+        files[-1].write_text(inline(with_profiles, INDEXES, chunk["indexes"]), encoding="utf-8")
     return files
 
 

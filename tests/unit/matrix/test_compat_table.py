@@ -14,7 +14,10 @@ Sources (the same tags as the matrix files cite):
             Dockerfile): `cuda>=X.Y` (the driver's own CUDA version: every release of a branch reports its branch's)
             or, on a listed forward-compatible branch, a data-center brand; the image renders the same
   [fwdcompat] docs.nvidia.com/deploy/cuda-compatibility, "Forward Compatibility": data-center GPUs only
-  [host]    GH200, GB200, GB300 and GB10 come in Grace (Arm, aarch64) hosts (issue 20); every image here is x86_64
+  [host]    GH200, GB200, GB300 and GB10 come in Grace (Arm, aarch64) hosts (issue 20; sources in matrices/cuda.toml
+            [gpus] and tests/unit/matrix/test_compat_hosts.py): only an image with a linux/arm64 platform starts there
+  [platforms] matrices/platforms.toml: the builds whose PyPI aarch64 wheels require CUDA wheels (torch 2.11 .. 2.15,
+            jax 0.10 .. 0.12); torch 2.8 .. 2.10's aarch64 wheels are CPU-only
 """
 
 from __future__ import annotations
@@ -71,7 +74,9 @@ ROWS = [
     ("GB10", "580.105.08", "torch-2.8-cu128", False),
     ("GB10", "580.119.02", "torch-2.8-cu128", False),
     ("GH200", "580.95.05", "torch-2.8-cu128", False),
-    ("GB200", "580.95.05", "torch-2.11-cu130", False),
+    ("GB200", "580.95.05", "torch-2.11-cu130", True),   # linux/arm64 [platforms]
+    ("GH200", "580.95.05", "torch-2.10-cu128", False),  # its aarch64 wheel is CPU-only [platforms]
+    ("GH200", "580.95.05", "jax-0.12-cuda12", True),    # linux/arm64 [platforms]
     ("sm_121", "580.119.02", "torch-2.8-cu128", False),  # every known sm_121 GPU (GB10) is in an aarch64 host
     ("sm_90", "580.95.05", "torch-2.8-cu128", True),     # H100 is in x86_64 hosts too
     # B300 (sm_103) runs the sm_100 cubin [bincompat] (an HGX B300 host is x86_64)
@@ -156,8 +161,11 @@ def test_the_verdict_says_which_rule_applied(shipped_matrix, locks):
     assert reasons == ["H200 (sm_90) is not in driver 550.54.15's supported-GPU list (NVIDIA's open-gpu-kernel-modules "
                        "README, \"Compatible GPUs\"; listed in 550.40.65..550.40.85, 550.90.07..550.163.01)"]
     reasons, _ = verdict("GB10", "580.119.02", "torch-2.8-cu128")
-    assert reasons == ["GB10 sits in an aarch64 host (Grace CPU): torch-2.8-cu128 is an x86_64 (linux/amd64) image "
-                       "only, which does not start there (exec format error)"]
+    assert reasons == ["GB10 sits in an aarch64 host (Grace CPU): torch-2.8-cu128 has no linux/arm64 image (its index "
+                       "has no aarch64 CUDA wheels: no aarch64 wheel of triton==3.4.0; CPU-only on aarch64: no CUDA "
+                       "wheel required by torch-2.8.0-cp312-cp312-manylinux_2_28_aarch64.whl (its nvidia-* "
+                       "requirements hold only where platform_machine == \"x86_64\")); its linux/amd64 image does not "
+                       "start there (exec format error)"]
     reasons, _ = verdict("B200", "560.35.05", "jax-0.12-cuda12")  # not a release read: 560.35.03 stands for it
     assert "not in driver 560.35.03's (the nearest release read to 560.35.05) supported-GPU list" in reasons[0]
     _, notes = verdict("H100", "550.54.15", "torch-2.8-cu128")
