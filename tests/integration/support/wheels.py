@@ -75,9 +75,10 @@ def _dist_stem(name: str, version: str) -> str:
     return f"{_escape_name(name)}-{_escape_version(version)}"
 
 
-def wheel_filename(name: str, version: str) -> str:
-    """Return the file name of a ``py3-none-any`` wheel for ``name`` at ``version``."""
-    return f"{_dist_stem(name, version)}-py3-none-any.whl"
+def wheel_filename(name: str, version: str, tag: str = "py3-none-any") -> str:
+    """Return the file name of a wheel for ``name`` at ``version`` with the compatibility ``tag``
+    (``py3-none-any``, or ``py3-none-manylinux_2_28_aarch64`` for a stand-in of a platform wheel)."""
+    return f"{_dist_stem(name, version)}-{tag}.whl"
 
 
 def project_of_wheel(filename: str) -> str:
@@ -108,10 +109,10 @@ def _metadata_text(name: str, version: str, requires: Iterable[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _wheel_text() -> str:
-    """Return the WHEEL file of a pure-python ``py3-none-any`` wheel."""
+def _wheel_text(tag: str = "py3-none-any") -> str:
+    """Return the WHEEL file of a wheel tagged ``tag`` (its files are pure python whatever the tag says)."""
     return ("Wheel-Version: 1.0\nGenerator: imagectl-tests\nRoot-Is-Purelib: true\n"
-            "Tag: py3-none-any\n")
+            f"Tag: {tag}\n")
 
 
 def _write_entry(archive: zipfile.ZipFile, arcname: str, data: bytes) -> None:
@@ -131,8 +132,10 @@ def make_wheel(
     *,
     upload_time: datetime | None = None,
     payload_bytes: int = 0,
+    tag: str = "py3-none-any",
 ) -> Path:
-    """Write a pure-python ``py3-none-any`` wheel and return its path.
+    """Write a pure-python wheel tagged ``tag`` (default ``py3-none-any``; ``py3-none-manylinux_2_28_aarch64``
+    stands in for an aarch64 wheel) and return its path.
 
     ``files`` maps a path inside site-packages (``"torch/__init__.py"``) to its text. ``requires`` are PEP 508
     strings written as ``Requires-Dist``. The wheel carries METADATA, WHEEL and a RECORD with sha256 digests,
@@ -161,10 +164,10 @@ def make_wheel(
     if payload in entries:
         raise ValueError(f"{payload!r} is in files and is the payload's path too")
     tail = {f"{dist_info}/METADATA": _metadata_text(name, version, requires).encode("utf-8"),
-            f"{dist_info}/WHEEL": _wheel_text().encode("utf-8")}
+            f"{dist_info}/WHEEL": _wheel_text(tag).encode("utf-8")}
     dest = Path(dest_dir)
     dest.mkdir(parents=True, exist_ok=True)
-    target = dest / wheel_filename(name, version)
+    target = dest / wheel_filename(name, version, tag)
     scratch = dest / f".{target.name}.{os.getpid()}.{threading.get_ident()}.part"
     try:
         record_lines = []
