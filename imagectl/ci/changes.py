@@ -175,7 +175,8 @@ def profiles_changed_since(ref: str, cwd: Path, matrix: Matrix, config: Config,
     current = list_profiles(matrix, framework)
     changed = {p.name for p in changed_profiles(current, old, config, templates_changed=templates_changed)}
     relocked = changed_locks(paths, config)
-    return [p for p in current if p.name in changed or profile_lock_id(p) in relocked]
+    return [p for p in current
+            if p.name in changed or any(profile_lock_id(p, platform) in relocked for platform in p.platforms)]
 
 
 def changed_locks(paths: set[Path], config: Config) -> set[str]:

@@ -144,3 +144,41 @@ def test_a_changed_lock_file_changes_the_profiles_that_install_it(tmp_path):
     team.mkdir()
     paths = {team / "torch-2.3.1-cu121-py3.10.txt", team / "README.md", tmp_path / "other" / "x-1-cu1-py3.1.txt"}
     assert changed_locks(paths, Config(lock_dirs=(team,))) == {"torch-2.3.1-cu121-py3.10"}
+
+
+ARM64_FACTS = '''[platforms]
+source = "a test"
+read = "2024-06-05"
+
+[platforms.torch."2.7.1"."12.8"]
+platforms = ["linux/amd64", "linux/arm64"]
+evidence = { "linux/arm64" = "a stand-in aarch64 wheel" }
+'''
+TORCH_27 = ["torch-2.7-cu128", "torch-2.7-cu128-devel", "torch-2.7-cu128-base", "torch-2.7-cu128-ubuntu24.04",
+            "torch-2.7-cu128-ubuntu24.04-devel", "torch-2.7-cu128-ubuntu24.04-base"]
+
+
+def test_new_platform_facts_change_the_builds_profiles_and_fan_out(run_cli, repo):
+    """A build that gains linux/arm64 (matrices/platforms.toml) is a changed build: its profiles are selected, each
+    with a job per platform."""
+    (repo / "m" / "platforms.toml").write_text(ARM64_FACTS)
+    r = run_cli("matrix", "--format", "github", "--changed-since", "HEAD")
+    entries = [(e["profile"], e["platform"]) for c in json.loads(r.out)["include"] for e in c["profiles"]["include"]]
+    assert entries == [(name, platform) for name in TORCH_27 for platform in ("linux/amd64", "linux/arm64")]
+
+
+def test_a_changed_arm64_lock_selects_its_profiles(run_cli, repo, git_in):
+    from imagectl.lock.target import profile_lock_id
+    from imagectl.matrix.load import load_matrix
+    from imagectl.matrix.names import list_profiles
+
+    (repo / "m" / "platforms.toml").write_text(ARM64_FACTS)
+    (repo / "m" / "locks").mkdir()
+    git_in(repo, "add", "-A")
+    git_in(repo, "commit", "-q", "-m", "arm64")
+    assert _changed(run_cli) == []
+    lock = "torch-2.7.1-cu128-py3.10-aarch64"
+    (repo / "m" / "locks" / f"{lock}.txt").write_text("# a lock changed\n")
+    expected = [p.name for p in list_profiles(load_matrix([repo / "m"]))
+                if "linux/arm64" in p.platforms and profile_lock_id(p, "linux/arm64") == lock]
+    assert expected and list(dict.fromkeys(_changed(run_cli))) == expected  # each once per platform in the output
