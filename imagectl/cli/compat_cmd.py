@@ -70,7 +70,9 @@ def cmd_check(ctx: click.Context, items: tuple[str, ...], as_json: bool) -> int:
     """Is an ad-hoc combination compatible?  e.g. torch==2.3.1 cuda=12.1 python=3.12 nccl=2.20.5"""
     ws = workspace(ctx)
     combo = parse_combination(items, ws.matrix)
-    reasons, notes, profile = check_combination(combo, ws.matrix, lock_reader(ws.config, ws.matrix))
+    machine = node_host(None, gpu_arch(combo.gpu, ws.matrix) if combo.gpu else None)  # a Grace GPU's aarch64 host
+    lock_platform = (platform_of_machine(machine) if machine else None) or AMD64  # whose locks decide the CUDA there
+    reasons, notes, profile = check_combination(combo, ws.matrix, lock_reader(ws.config, ws.matrix, lock_platform))
     if profile is not None and (combo.python is None or combo.python in profile.release.python):
         # python-available and unavailable Pythons: no image to build
         problems = python_problems(ws.matrix, profile.framework, profile.release, profile.variant, profile.python)
