@@ -162,10 +162,11 @@ def test_the_verdict_says_which_rule_applied(shipped_matrix, locks):
                        "README, \"Compatible GPUs\"; listed in 550.40.65..550.40.85, 550.90.07..550.163.01)"]
     reasons, _ = verdict("GB10", "580.119.02", "torch-2.8-cu128")
     assert reasons == ["GB10 sits in an aarch64 host (Grace CPU): torch-2.8-cu128 has no linux/arm64 image (its index "
-                       "has no aarch64 CUDA wheels: no aarch64 wheel of triton==3.4.0; CPU-only on aarch64: no CUDA "
-                       "wheel required by torch-2.8.0-cp312-cp312-manylinux_2_28_aarch64.whl (its nvidia-* "
-                       "requirements hold only where platform_machine == \"x86_64\")); its linux/amd64 image does not "
-                       "start there (exec format error)"]
+                       "has no aarch64 CUDA wheels: no aarch64 wheel of triton==3.4.0 (Python 3.9, 3.10, 3.11, 3.12, "
+                       "3.13); CPU-only on aarch64: no CUDA wheel required by "
+                       "torch-2.8.0-cp312-cp312-manylinux_2_28_aarch64.whl (its nvidia-* requirements hold only where "
+                       "platform_machine == \"x86_64\")); its linux/amd64 image does not start there (exec format "
+                       "error)"]
     reasons, _ = verdict("B200", "560.35.05", "jax-0.12-cuda12")  # not a release read: 560.35.03 stands for it
     assert "not in driver 560.35.03's (the nearest release read to 560.35.05) supported-GPU list" in reasons[0]
     _, notes = verdict("H100", "550.54.15", "torch-2.8-cu128")
