@@ -32,7 +32,7 @@ _ENV_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "fal
 SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "registry": {"url": ("host", "registry_url"), "namespace": ("namespace", "namespace"),
                  "insecure": ("bool", "insecure"), "timeout": ("seconds", "registry_timeout"),
-                 "compression": ("compression", "compression")},
+                 "compression": ("compression", "registry_compression")},
     "pip": {"index_url": ("index", "pip_index_url"), "extra_index_urls": ("indexes", "pip_extra_index_urls"),
             "trusted_hosts": ("hosts", "pip_trusted_hosts"), "timeout": ("seconds", "pip_timeout")},
     "apt": {"mirror": ("url", "apt_mirror")},
@@ -53,7 +53,7 @@ class Config:
     namespace: str = "imagectl"
     insecure: bool = False
     registry_timeout: float | None = None  # seconds per registry request; None: the registry client's default
-    compression: str = "gzip"  # COMPRESSIONS: of the layers a push writes (zstd needs containerd 1.5+/Docker 23+)
+    registry_compression: str = "gzip"  # COMPRESSIONS: of the layers a push writes (zstd needs containerd 1.5+/Docker 23+)
     mirrors: Mapping[str, str] = field(default_factory=dict)
     pip_index_url: str | None = None
     pip_extra_index_urls: tuple[str, ...] = ()

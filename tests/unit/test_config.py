@@ -229,10 +229,10 @@ def test_the_registry_timeout_reaches_the_registry_client(tmp_path, monkeypatch)
 # ---- [registry] compression: of the layers a push writes (issue 19, item 6)
 
 def test_registry_compression_is_gzip_unless_zstd_is_asked_for(tmp_path):
-    assert load_config(env={}, cwd=tmp_path).compression == "gzip"  # every runtime reads gzip layers
+    assert load_config(env={}, cwd=tmp_path).registry_compression == "gzip"  # every runtime reads gzip layers
     write(tmp_path, '[registry]\ncompression = "zstd"\n')
-    assert load_config(env={}, cwd=tmp_path).compression == "zstd"
-    assert load_config(env={"IMAGECTL_REGISTRY_COMPRESSION": "gzip"}, cwd=tmp_path).compression == "gzip"
+    assert load_config(env={}, cwd=tmp_path).registry_compression == "zstd"
+    assert load_config(env={"IMAGECTL_REGISTRY_COMPRESSION": "gzip"}, cwd=tmp_path).registry_compression == "gzip"
 
 
 @pytest.mark.parametrize("value", ['"lz4"', '"ZSTD"', '""', "true", "1", '["zstd"]'])
