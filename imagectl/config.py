@@ -53,7 +53,7 @@ class Config:
     namespace: str = "imagectl"
     insecure: bool = False
     registry_timeout: float | None = None  # seconds per registry request; None: the registry client's default
-    registry_compression: str = "gzip"  # COMPRESSIONS: of the layers a push writes (zstd needs containerd 1.5+/Docker 23+)
+    registry_compression: str = "gzip"  # COMPRESSIONS: of pushed layers (zstd: containerd 1.5+, Docker 23+)
     mirrors: Mapping[str, str] = field(default_factory=dict)
     pip_index_url: str | None = None
     pip_extra_index_urls: tuple[str, ...] = ()
