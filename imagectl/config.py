@@ -42,6 +42,7 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
               "context": ("dirs", "context_dirs"), "locks": ("dirs", "lock_dirs")},
     "lock": {"as_of": ("as_of", "lock_as_of"), "grace_days": ("days", "lock_grace_days")},
     "tags": {"prune_min_age_days": ("days", "prune_min_age_days")},
+    "attest": {"key": ("file", "attest_key"), "public_key": ("file", "attest_public_key")},
 }
 
 
@@ -70,6 +71,8 @@ class Config:
     lock_as_of: str = "release"  # the --as-of policy of `imagectl lock` and of build-time locks (lock/asof.py)
     lock_grace_days: int = 7  # days after a release's upload that --as-of release still takes
     prune_min_age_days: int = 7
+    attest_key: Path | None = None  # Ed25519 private key (PEM) that signs attestations; None: attached unsigned
+    attest_public_key: Path | None = None  # what verify checks signatures with (default: the key's public half)
     source: str = "defaults"
     notes: tuple[str, ...] = ()  # what the CLI warns about the configuration (a file with credentials others read)
 

@@ -307,6 +307,7 @@ def _registry_copy(source: SourceImage, target: Reference, tag: str, env: Import
     """Copy the source, in a registry, to ``target:tag`` in the configured one; (its digest, how it was copied)."""
     from ..registry.access import client_for  # here: the registry package loads requests
     from ..registry.copy import Endpoint, copy_image
+    from ..registry.referrers import copy_referrers
 
     config = env.config
     src = Endpoint(client_for(source.reference.domain, config.insecure_hosts, config.registry_timeout),
@@ -317,8 +318,9 @@ def _registry_copy(source: SourceImage, target: Reference, tag: str, env: Import
     dst = Endpoint(dst_client, target.path)
     env.log(f"copying {source.reference.repository}@{short_digest(source.digest)} to {target}:{tag}")
     report = copy_image(src, source.digest, dst, tag)
+    attested = copy_referrers(src, source.digest, dst)  # its SBOM, provenance, check report, signatures
     how = (f"registry copy: {len(report.mounted)} blobs mounted, {len(report.uploaded)} streamed,"
-           f" {len(report.skipped)} already there")
+           f" {len(report.skipped)} already there, {len(attested)} attestations")
     return report.digest, how
 
 

@@ -4,6 +4,7 @@ build, check, tag, push)."""
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,6 +22,7 @@ class Trace:
 
     def __init__(self, sink: LineSink = _discard, *, hold: bool = False) -> None:
         self.seconds: dict[str, float] = {}
+        self.started = datetime.now(timezone.utc)  # when the build began (its provenance's startedOn)
         self._sink = sink
         self._held: list[str] | None = [] if hold else None
 

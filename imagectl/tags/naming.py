@@ -37,6 +37,7 @@ _IMMUTABLE_RE = re.compile(
 IMAGE_HEX = 12  # hex digits of the image id in an immutable tag (what ``docker images`` prints)
 _CHANNEL_RE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 RESERVED_PREFIX = "imagectl-"  # every tag imagectl writes for itself starts so (see is_reserved)
+_REFERRERS_RE = re.compile(r"^sha256-[0-9a-f]{64}(?:\.[0-9a-f]{16})?$")  # registry/referrers.py's tag schema
 
 
 # The registry part of local-only names (no [registry] url): one that cannot be a public registry, as podman
@@ -114,12 +115,14 @@ def short_digest(digest: str | None) -> str:
 
 
 def is_reserved(tag: str) -> bool:
-    """Whether ``tag`` is one imagectl keeps for its own records (``imagectl-*``: the move log, old and new).
+    """Whether ``tag`` is one imagectl keeps for its own records (``imagectl-*``: the move log, old and new) or a tag
+    of the OCI referrers tag schema (``sha256-HEX``, ``sha256-HEX.HEX16``: attestations, see
+    :mod:`imagectl.registry.referrers`).
 
     A reserved tag is never a channel, never a ``--from``/``--to`` source and never listed among a repository's
     tags (see :mod:`.store`).
     """
-    return tag.startswith(RESERVED_PREFIX)
+    return tag.startswith(RESERVED_PREFIX) or bool(_REFERRERS_RE.fullmatch(tag))
 
 
 def check_channel(name: str) -> str:

@@ -220,6 +220,7 @@ class PruneReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    attestations_deleted: list[str] = field(default_factory=list)  # artifacts that referred to deleted images
     deleted_children: list[str] = field(default_factory=list)
     skipped_children: list[tuple[str, str]] = field(default_factory=list)
 
@@ -302,6 +303,7 @@ class _Execution:
                 self.store.delete(tag)
                 report.deleted.append(tag)
                 self.on_line(f"deleted {tag} ({short_digest(digest)})")
+            self.drop_attestations(digest)
         except OperationError as exc:
             report.failed += [(t, str(exc)) for t in tags if t not in report.deleted]
             self.on_line(f"could not delete {short_digest(digest)}: {exc}")
@@ -348,6 +350,24 @@ class _Execution:
         roots.update({d: t for t, d in [*self.watch.pointers.items(), *self.watch.unplanned.items()] if d})
         held = reachable(roots, read_contents(self.store, set(roots)))
         return f"{held[digest]} now reaches it" if digest in held else ""
+
+    def drop_attestations(self, digest: str) -> None:
+        """Delete the artifacts that refer to the deleted image ``digest`` (its SBOM, provenance, check report) and
+        its referrers index, in a registry (:func:`imagectl.registry.referrers.delete_referrers`); only those.
+        Raises RegistryError."""
+        client = getattr(self.store, "client", None)
+        if client is None:
+            return  # the local engine keeps no referrers
+        from ..registry.client import RegistryClient  # here: the registry package loads requests
+
+        if not isinstance(client, RegistryClient):
+            return  # the local engine keeps no referrers
+        from ..registry.referrers import delete_referrers
+
+        repository = self.store.repository.path
+        for artifact in delete_referrers(client, repository, digest):
+            self.report.attestations_deleted.append(artifact)
+            self.on_line(f"deleted attestation {short_digest(artifact)} of {short_digest(digest)}")
 
     def put_back(self, pointer: str, digest: str) -> bool:
         """Put ``pointer``, which went down with ``digest``'s manifest, back on it from the kept bytes; whether it
