@@ -112,7 +112,7 @@ def prune_json(plan: Sequence[Deletion], report: PruneReport) -> dict[str, Any]:
     return {"plan": plan_json(plan, dry_run=False), "deleted": report.deleted, "restored": report.restored,
             "skipped": [{"tag": t, "reason": r} for t, r in report.skipped],
             "failed": [{"tag": t, "error": e} for t, e in report.failed],
-            "deleted_children": report.deleted_children,
+            "deleted_children": report.deleted_children, "attestations_deleted": report.attestations_deleted,
             "skipped_children": [{"digest": d, "reason": r} for d, r in report.skipped_children]}
 
 
