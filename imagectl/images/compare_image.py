@@ -149,6 +149,7 @@ class Comparison:
     layer: LayerDiff | None = None
     config_keys: tuple[str, ...] = ()  # top-level config keys that differ (when every layer is the same)
     note: str = ""
+    history: tuple[int, str, str] | None = None  # the first differing history entry: index, rebuilt, registry (JSON)
 
     @property
     def reproduced(self) -> bool:
@@ -158,7 +159,9 @@ class Comparison:
         return {"reproduced": self.reproduced, "rebuilt_digest": self.rebuilt_digest,
                 "registry_digest": self.registry_digest, "rebuilt_config": self.rebuilt_config,
                 "registry_config": self.registry_config, "layer": self.layer.as_json() if self.layer else None,
-                "config_keys": list(self.config_keys), "note": self.note}
+                "config_keys": list(self.config_keys), "note": self.note,
+                "history": {"index": self.history[0], "rebuilt": self.history[1], "registry": self.history[2]}
+                if self.history else None}
 
 
 def compare_images(rebuilt: ImageSource, registry: ImageSource) -> Comparison:
@@ -175,7 +178,8 @@ def compare_images(rebuilt: ImageSource, registry: ImageSource) -> Comparison:
         return Comparison(**base, layer=_layer_diff(rebuilt, registry, our_config, their_config, index))
     keys = differing_keys(our_config, their_config)
     if keys:
-        return Comparison(**base, config_keys=keys, note="every layer is the same; the config differs")
+        return Comparison(**base, config_keys=keys, note="every layer is the same; the config differs",
+                          history=history_difference(our_config, their_config))
     return Comparison(**base, note="the same layers and config; the layers' compressed bytes (or the manifest's "
                                    "annotations) differ")
 
@@ -212,6 +216,19 @@ def layer_history(config: Mapping[str, Any]) -> list[str]:
     layer) (pure)."""
     return [str(entry.get("created_by") or "") for entry in config.get("history") or []
             if isinstance(entry, dict) and not entry.get("empty_layer")]
+
+
+def history_difference(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> tuple[int, str, str] | None:
+    """The first history entry that differs: its index and each side's entry as JSON ("" where absent) (pure)."""
+    our_history, their_history = list(ours.get("history") or []), list(theirs.get("history") or [])
+    for index in range(max(len(our_history), len(their_history))):
+        mine = our_history[index] if index < len(our_history) else None
+        other = their_history[index] if index < len(their_history) else None
+        if mine != other:
+            def text(entry: object) -> str:
+                return json.dumps(entry, sort_keys=True) if entry is not None else ""
+            return index, text(mine), text(other)
+    return None
 
 
 def differing_keys(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> tuple[str, ...]:
@@ -368,6 +385,10 @@ def format_comparison(result: Comparison) -> list[str]:
             lines.append("  the same files; the tars differ in order or headers")
     if result.config_keys:
         lines.append(f"config differs in: {', '.join(result.config_keys)}")
+    if result.history is not None:
+        index, ours, theirs = result.history
+        lines += [f"first differing history entry: #{index}", f"  rebuilt  {_short(ours, 300) or '(absent)'}",
+                  f"  registry {_short(theirs, 300) or '(absent)'}"]
     if result.note and result.layer is None:
         lines.append(result.note)
     return lines

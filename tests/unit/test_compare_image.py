@@ -169,8 +169,18 @@ def test_the_same_layers_with_another_config_name_the_config_keys(tmp_path):
     registry = make_image([BASE], labels={"a": "1"})
     rebuilt = make_image([BASE], labels={"a": "2"})
     result = compare_images(LayoutSource(write_layout(tmp_path / "l", rebuilt)), MemorySource(registry))
-    assert result.layer is None and result.config_keys == ("config.Labels",)
+    assert result.layer is None and result.config_keys == ("config.Labels",) and result.history is None
     assert "config differs in: config.Labels" in format_comparison(result)
+
+
+def test_a_differing_history_entry_is_shown_on_both_sides(tmp_path):
+    registry = make_image([BASE, APP], ["FROM base", "COPY app /opt/app"])
+    rebuilt = make_image([BASE, APP], ["FROM base", "COPY --chown=0:0 app /opt/app"])
+    result = compare_images(LayoutSource(write_layout(tmp_path / "l", rebuilt)), MemorySource(registry))
+    assert result.layer is None and result.config_keys == ("history",)
+    index, ours, theirs = result.history
+    assert index == 2 and "--chown" in ours and "--chown" not in theirs  # entry 1 is the empty ENV layer
+    assert "first differing history entry: #2" in format_comparison(result)
 
 
 def test_the_same_tars_compressed_differently_differ_only_in_their_blobs(tmp_path):
