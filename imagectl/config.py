@@ -24,6 +24,7 @@ from .redact import redact
 
 NETWORK_MODES = ("default", "host", "bridge", "none")
 COMPRESSIONS = ("gzip", "zstd")  # [registry] compression of pushed layers: gzip (default: every runtime reads it)
+ENGINES = ("auto", "docker", "buildah")  # [build] engine (imagectl.engine.select)
 MAX_MIN_AGE_DAYS = 36500  # prune's age floor ([tags] prune_min_age_days, --min-age-days): 100 years at most
 MAX_REGISTRY_TIMEOUT_S = 3600  # [registry] and [pip] timeout: the deadline of one request, an hour at most
 _ENV_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
@@ -37,7 +38,7 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
             "trusted_hosts": ("hosts", "pip_trusted_hosts"), "timeout": ("seconds", "pip_timeout")},
     "apt": {"mirror": ("url", "apt_mirror")},
     "build": {"network": ("network", "build_network"), "ca_bundle": ("file", "ca_bundle"),
-              "args": ("args", "build_args")},
+              "args": ("args", "build_args"), "engine": ("engine", "build_engine")},
     "paths": {"matrices": ("dirs", "matrix_dirs"), "templates": ("dirs", "template_dirs"),
               "context": ("dirs", "context_dirs"), "locks": ("dirs", "lock_dirs")},
     "lock": {"as_of": ("as_of", "lock_as_of"), "grace_days": ("days", "lock_grace_days")},
@@ -64,6 +65,7 @@ class Config:
     build_network: str | None = None
     ca_bundle: Path | None = None
     build_args: Mapping[str, str] = field(default_factory=dict)
+    build_engine: str = "docker"  # ENGINES; auto takes buildah where it is installed, else Docker (opt-in for now)
     matrix_dirs: tuple[Path, ...] = ()
     template_dirs: tuple[Path, ...] = ()
     context_dirs: tuple[Path, ...] = ()
@@ -275,6 +277,12 @@ def _as_network(value: Any, _base: Path) -> str:
     return value
 
 
+def _as_engine(value: Any, _base: Path) -> str:
+    if value not in ENGINES:
+        raise ValidationError(f"{value!r} is not one of {', '.join(ENGINES)}")
+    return value
+
+
 def _as_compression(value: Any, _base: Path) -> str:
     if value not in COMPRESSIONS:
         raise ValidationError(f"{str(value)[:40]!r} is not one of {', '.join(COMPRESSIONS)}")
@@ -343,6 +351,7 @@ _CONVERTERS = {
     "hosts": lambda v, b: tuple(check_host(item) for item in _as_list(v)),
     "network": _as_network,
     "compression": _as_compression,
+    "engine": _as_engine,
     "file": _as_file,
     "dirs": _as_dirs,
     "args": _as_args,

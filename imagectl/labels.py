@@ -31,6 +31,7 @@ MIN_DRIVER = "imagectl.min-driver"
 PACKAGES = "imagectl.packages"
 IMAGECTL_VERSION = "imagectl.version"
 BUILD_KEY = "imagectl.build-key"
+ENGINE = "imagectl.engine"  # the engine that built the image (docker, buildah); its version is not recorded
 # The lock the image was installed from: its sha256 (of /opt/imagectl/lock.txt) and every package as
 # name==version, comma-joined.  The full list fits a label: the largest shipped lock has under 50 packages
 # (about 2 KB); the lock with its hashes is the file in the image.

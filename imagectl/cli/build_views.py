@@ -13,18 +13,21 @@ from .table import format_table
 
 
 def summary_table(results: Sequence[BuildResult]) -> str:
-    """The final table: profile, status (built, reused, failed), tag, digest, size, seconds."""
+    """The final table: profile, status (built, reused, failed), tag, digest, size, whether the engine that built
+    it builds reproducibly (``yes``/``no (docker)``; ``-`` for nothing built), seconds."""
     rows = [{
         "profile": r.profile, "status": r.status, "tag": r.tag or "-", "digest": short_digest(r.digest),
         "size": f"{r.size / 1e6:.0f} MB" if r.size else "-", "seconds": f"{r.seconds:.1f}",
+        "reproducible": "-" if r.reproducible is None else ("yes" if r.reproducible else f"no ({r.engine})"),
     } for r in results]
-    return format_table(rows, ("profile", "status", "tag", "digest", "size", "seconds"))
+    return format_table(rows, ("profile", "status", "tag", "digest", "size", "reproducible", "seconds"))
 
 
 def result_dict(r: BuildResult, secrets: Sequence[str] = ()) -> dict[str, Any]:
     """One result of ``build --json``: what is unknown is None; the error, notes and log tail are redacted;
     ``downloads`` lists the wheels pip downloaded (``name``, ``version``, ``bytes`` as pip printed the size,
-    ``seconds``)."""
+    ``seconds``); ``engine`` and ``reproducible`` say what built it (None for a reused image), ``pushed_bytes``
+    what its push sent (None when nothing was pushed)."""
     out: dict[str, Any] = {
         "profile": r.profile, "status": r.status, "repository": r.repository or None, "tag": r.tag or None,
         "digest": r.digest or None, "image_id": r.image_id or None, "size": r.size or None, "seconds": r.seconds,
@@ -32,6 +35,7 @@ def result_dict(r: BuildResult, secrets: Sequence[str] = ()) -> dict[str, Any]:
         "lock": {"sha256": r.lock_sha256, "origin": r.lock_origin} if r.lock_sha256 else None,
         "downloads": [{"name": d.name, "version": d.version, "bytes": d.bytes, "seconds": d.seconds}
                       for d in r.downloads],
+        "engine": r.engine or None, "reproducible": r.reproducible, "pushed_bytes": r.pushed_bytes,
     }
     if r.status == "failed":
         out.update(step=r.step or None, error=redact(r.error, secrets),

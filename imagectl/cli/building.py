@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import click
 
-from ..engine.docker import LazyEngine
+from ..engine.select import engine_for
 from ..errors import InputError
 from ..grammar import check_python, check_token
 from ..images.builder import BuildResult, build_many, plan_many
@@ -135,7 +135,7 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
     options = BuildOptions(extras=extras, base=base, suffix=suffix, force=force, no_cache=no_cache,
                            gpu_check=gpu_check)
     requests = [BuildRequest(profile, options) for profile in profiles]
-    engine, secrets = LazyEngine(), ws.config.secret_values
+    engine, secrets = engine_for(ws.config), ws.config.secret_values
     if plan:
         entries = plan_many(requests, ws.config, engine)
         _emit(plan_document(entries, secrets), as_json, metadata_file, lambda: plan_table(entries, secrets))
@@ -174,7 +174,7 @@ def cmd_test(ctx: click.Context, target: str, gpu: bool, as_json: bool, junit: s
     """Run the in-image check of a profile's current image or of IMAGE."""
     ws = workspace(ctx)
     on_line = _line_sink(ws.config.secret_values) if not as_json else (lambda line: None)
-    image, findings = check_image(target, ws.matrix, ws.config, LazyEngine(), on_line, gpu=gpu)
+    image, findings = check_image(target, ws.matrix, ws.config, engine_for(ws.config), on_line, gpu=gpu)
     if junit:
         cases = (
             (image, f.what, None if f.ok or f.severity != "error" else f"expected {f.expected}, found {f.actual}")

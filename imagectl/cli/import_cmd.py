@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..engine.docker import LazyEngine
+from ..engine.select import engine_for
 from ..images.importer import ImportEnvironment, ImportOptions, import_image
 from ..tags.managed import resolve_managed
 from .app import echo_json, json_option, workspace
@@ -29,7 +29,7 @@ def cmd_import(ctx: click.Context, *, ref: str, name: str, strict: bool,  # noqa
     ws = workspace(ctx)
     managed = resolve_managed(name, ws.matrix, ws.config)
     options = ImportOptions(strict=strict, set_latest=set_latest, check=not no_check)
-    result = import_image(ref, managed, options, ImportEnvironment(ws.matrix, ws.config, LazyEngine(), say))
+    result = import_image(ref, managed, options, ImportEnvironment(ws.matrix, ws.config, engine_for(ws.config), say))
     if as_json:
         echo_json(import_json(result))
         return

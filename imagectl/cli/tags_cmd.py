@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 import click
 
 from ..config import MAX_MIN_AGE_DAYS
-from ..engine.docker import LazyEngine
+from ..engine.select import engine_for
 from ..images.local_tag import follow_locally
 from ..tags.history import DEFAULT_LIMIT, read_history
 from ..tags.managed import ManagedRepository, open_tag_store, resolve_managed
@@ -42,7 +42,7 @@ def _open(ctx: click.Context, name: str) -> tuple[ManagedRepository, TagStore]:
     on first use)."""
     ws = workspace(ctx)
     managed = resolve_managed(name, ws.matrix, ws.config)
-    return managed, open_tag_store(managed.reference, ws.config, LazyEngine())
+    return managed, open_tag_store(managed.reference, ws.config, engine_for(ws.config))
 
 
 def _stderr(line: str) -> None:
@@ -108,9 +108,10 @@ def cmd_promote(ctx: click.Context, *, name: str, channel: str, source: str, as_
 def _follow_locally(ctx: click.Context, managed: ManagedRepository, result: MoveResult) -> MoveResult:
     """``result`` with a note when this machine's local copy of the moved tag was re-tagged or removed
     (registry mode only: without a registry the engine's own tag is the one that moved)."""
-    if not workspace(ctx).config.registry_url:
+    ws = workspace(ctx)
+    if not ws.config.registry_url:
         return result
-    note = follow_locally(managed.reference, result.tag, result.target, LazyEngine())
+    note = follow_locally(managed.reference, result.tag, result.target, engine_for(ws.config))
     return replace(result, note="; ".join(filter(None, [result.note, note]))) if note else result
 
 

@@ -1,8 +1,9 @@
 """The container engine seam: the narrow, engine-neutral interface imagectl asks of an engine.
 
 :class:`Engine` is what the image pipeline and the tag stores call; :mod:`.docker` implements it over the
-Docker SDK (the only module that imports ``docker``), and a second engine (buildah) will sit beside it.
-Commands that need no engine never import an implementation.
+Docker SDK (the only module that imports ``docker``); :mod:`.buildah` implements it over the buildah CLI (daemonless,
+reproducible); :mod:`.select` picks one for ``[build] engine``.  Commands that need no engine never import an
+implementation.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 LineSink = Callable[[str], None]
 TAIL_LINES = 40
+EngineName = Literal["docker", "buildah"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,18 @@ class EngineBuild:
     network: str | None = None
     build_args: Mapping[str, str] = field(default_factory=dict)
     no_cache: bool = False
+    source_date_epoch: int | None = None  # every timestamp of the image (layers, config, history); from the inputs
+    platform: str | None = None  # "linux/arm64": the image's platform; None: the host's
+
+
+@dataclass(frozen=True)
+class Pushed:
+    """What a push did: the manifest digest under the tag, the bytes of the blobs it uploaded, and of all of the
+    image's blobs (those the registry already had, or mounted from another of its repositories, were not sent)."""
+
+    digest: str
+    uploaded: int = 0
+    total: int = 0
 
 
 @dataclass(frozen=True)
@@ -41,14 +55,28 @@ class ImageInfo:
 
 class Engine(Protocol):
     """What imagectl asks of a container engine.  Where connecting must wait until an engine is really needed, a
-    caller passes :class:`imagectl.engine.docker.LazyEngine`, which connects on first use."""
+    caller passes :class:`imagectl.engine.select.LazyEngine`, which connects on first use.
 
+    ``reproducible``: whether the same context and ``source_date_epoch`` give the same image bit for bit (layers,
+    config, digests); an engine that cannot promise it says False and ``build`` reports ``"reproducible": false``.
+    ``export_layout`` writes a local image as an OCI image layout directory (for comparing it with a registry's).
+    ``share_with_docker`` copies a local image into a local Docker daemon, where one answers and the engine is
+    another (False: nothing to do), so ``docker run`` finds images built without a registry.
+    """
+
+    name: EngineName
+
+    @property
+    def reproducible(self) -> bool: ...
+    def version(self) -> str: ...
     def list_tags(self, repository: str) -> list[str]: ...
     def inspect(self, ref: str) -> ImageInfo | None: ...
     def build(self, context: Path, spec: EngineBuild, on_line: LineSink) -> str: ...
     def tag(self, image: str, repository: str, tag: str) -> None: ...
     def untag(self, ref: str) -> None: ...
-    def push(self, repository: str, tag: str, on_line: LineSink) -> str: ...
+    def push(self, repository: str, tag: str, on_line: LineSink) -> Pushed: ...
     def pull(self, ref: str, on_line: LineSink) -> ImageInfo: ...
     def run(self, image: str, command: list[str], network: str | None = None, *,
             gpus: bool = False) -> tuple[int, str]: ...
+    def export_layout(self, image: str, dest: Path) -> None: ...
+    def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool: ...

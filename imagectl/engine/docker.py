@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import socket
-import threading
+import subprocess
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -21,7 +21,7 @@ from urllib.parse import quote
 from ..progress.push import PushProgress
 from ..redact import redact
 from ..errors import BuildError, EngineError, NotFoundError
-from . import TAIL_LINES, Engine, EngineBuild, ImageInfo, LineSink
+from . import TAIL_LINES, Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed
 
 
 def _info(attrs: Mapping[str, Any]) -> ImageInfo:
@@ -52,7 +52,13 @@ def ssh_options(host: str, which: Callable[[str], str | None] = shutil.which) ->
 
 
 class DockerEngine(Engine):
-    """:class:`Engine` over the Docker SDK, against ``DOCKER_HOST`` or the default socket."""
+    """:class:`Engine` over the Docker SDK, against ``DOCKER_HOST`` or the default socket.
+
+    Not reproducible: the legacy builder writes each file's mtime and each layer's creation time into the layer
+    tars, so two builds of one context differ (``build`` says ``"reproducible": false``)."""
+
+    name: EngineName = "docker"
+    reproducible = False
 
     def __init__(self, client: Any = None) -> None:
         import docker
@@ -69,6 +75,10 @@ class DockerEngine(Engine):
             where = redact(host) if host else "the default socket"
             raise EngineError(f"cannot reach the Docker engine at {where}: {_short(exc)}") from None
         self.api = self._client.api
+
+    def version(self) -> str:
+        """The engine's version, e.g. ``20.10.24``."""
+        return str(self._call(self.api.version).get("Version", "unknown"))
 
     def list_tags(self, repository: str) -> list[str]:
         """The local tags of ``repository`` (familiar name), without the repository part."""
@@ -96,10 +106,13 @@ class DockerEngine(Engine):
         """
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         image_id = None
+        build_args = dict(spec.build_args)
+        if spec.source_date_epoch is not None:  # pip's .pyc files; the layers' mtimes stay the builder's own
+            build_args.setdefault("SOURCE_DATE_EPOCH", str(spec.source_date_epoch))
         try:
             stream = self.api.build(path=str(context), labels=dict(spec.labels), network_mode=spec.network or None,
-                                    buildargs=dict(spec.build_args), nocache=spec.no_cache, rm=True, forcerm=True,
-                                    decode=True)
+                                    buildargs=build_args, nocache=spec.no_cache, rm=True, forcerm=True,
+                                    platform=spec.platform, decode=True)
             for chunk in stream:
                 image_id = self._consume(chunk, tail, on_line) or image_id
         except self._errors.APIError as exc:
@@ -133,9 +146,10 @@ class DockerEngine(Engine):
         except self._errors.APIError as exc:
             raise EngineError(f"engine: untag {ref}: {_short(exc)}") from None
 
-    def push(self, repository: str, tag: str, on_line: LineSink) -> str:
+    def push(self, repository: str, tag: str, on_line: LineSink) -> Pushed:
         """Push ``repository:tag``; progress as bytes uploaded of the layers' total (every few seconds, from the
-        engine's events) and a last line of what was uploaded; returns the pushed digest."""
+        engine's events) and a last line of what was uploaded; returns the pushed digest and the layer bytes the
+        engine uploaded (``total`` is 0: the engine does not report the sizes of layers the registry had)."""
         digest = ""
         progress = PushProgress(on_line)
         try:
@@ -152,7 +166,7 @@ class DockerEngine(Engine):
         if not digest:
             raise BuildError(f"push of {repository}:{tag} reported no digest", "push")
         progress.finish()
-        return digest
+        return Pushed(digest, progress.uploaded)
 
     def pull(self, ref: str, on_line: LineSink) -> ImageInfo:
         """Pull ``ref``; raises NotFoundError if the registry has no such image, EngineError otherwise."""
@@ -190,63 +204,27 @@ class DockerEngine(Engine):
         finally:
             container.remove(force=True)
 
+    def export_layout(self, image: str, dest: Path) -> None:
+        """Write ``image`` as an OCI image layout in ``dest`` (``skopeo copy docker-daemon:``: the Engine API has no
+        OCI export); raises EngineError without skopeo or when the copy fails."""
+        skopeo = shutil.which("skopeo")
+        if skopeo is None:
+            raise EngineError("exporting a Docker image as an OCI layout needs skopeo (apt-get install skopeo)")
+        done = subprocess.run([skopeo, "copy", "--quiet", f"docker-daemon:{image}", f"oci:{dest}"],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["skopeo failed"])[-1]
+            raise EngineError(f"engine: export {image}: {last}")
+
+    def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool:
+        """Nothing to do: the image is in the daemon already."""
+        return False
+
     def _call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except self._errors.DockerException as exc:
             raise EngineError(f"engine: {_short(exc)}") from None
-
-
-class LazyEngine(Engine):
-    """An :class:`Engine` that connects on first use: a build reused from the registry, or a tag command against
-    a registry, never needs one (nor loads the Docker SDK).  The first call of any method calls ``factory``
-    (:class:`DockerEngine` by default) once, in any thread, and raises what it raises (EngineError when no
-    engine answers); every call then goes to the engine it made."""
-
-    def __init__(self, factory: Callable[[], Engine] | None = None) -> None:
-        self._factory: Callable[[], Engine] = factory or DockerEngine
-        self._engine: Engine | None = None
-        self._lock = threading.Lock()
-
-    def connected(self) -> Engine:
-        """The engine, made by the first call; raises what ``factory`` raises."""
-        with self._lock:
-            if self._engine is None:
-                self._engine = self._factory()
-            return self._engine
-
-    def list_tags(self, repository: str) -> list[str]:
-        """See :meth:`Engine.list_tags`."""
-        return self.connected().list_tags(repository)
-
-    def inspect(self, ref: str) -> ImageInfo | None:
-        """See :meth:`Engine.inspect`."""
-        return self.connected().inspect(ref)
-
-    def build(self, context: Path, spec: EngineBuild, on_line: LineSink) -> str:
-        """See :meth:`Engine.build`."""
-        return self.connected().build(context, spec, on_line)
-
-    def tag(self, image: str, repository: str, tag: str) -> None:
-        """See :meth:`Engine.tag`."""
-        self.connected().tag(image, repository, tag)
-
-    def untag(self, ref: str) -> None:
-        """See :meth:`Engine.untag`."""
-        self.connected().untag(ref)
-
-    def push(self, repository: str, tag: str, on_line: LineSink) -> str:
-        """See :meth:`Engine.push`."""
-        return self.connected().push(repository, tag, on_line)
-
-    def pull(self, ref: str, on_line: LineSink) -> ImageInfo:
-        """See :meth:`Engine.pull`."""
-        return self.connected().pull(ref, on_line)
-
-    def run(self, image: str, command: list[str], network: str | None = None, *,
-            gpus: bool = False) -> tuple[int, str]:
-        """See :meth:`Engine.run`."""
-        return self.connected().run(image, command, network, gpus=gpus)
 
 
 _REFUSED = ("unauthorized", "authentication required", "denied", "forbidden", "401", "403")
@@ -291,6 +269,38 @@ def engine_socket(docker_host: str) -> str | None:
     if not docker_host:
         return DEFAULT_SOCKET
     return docker_host.removeprefix("unix://") if docker_host.startswith("unix://") else None
+
+
+def daemon_answers(timeout: float = _PROBE_TIMEOUT_S) -> bool:
+    """Whether a Docker daemon answers ``/_ping`` on the unix socket ``DOCKER_HOST`` names (never raises)."""
+    path = engine_socket(os.environ.get("DOCKER_HOST", ""))
+    if path is None:
+        return False
+    connection = _UnixConnection(path, timeout)
+    try:
+        connection.request("GET", "/_ping", headers={"Host": "docker"})
+        return connection.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()
+
+
+def tag_over_socket(source: str, repository: str, tag: str, timeout: float = _PROBE_TIMEOUT_S) -> None:
+    """``docker tag SOURCE REPOSITORY:TAG`` through the Engine API on the default unix socket; raises EngineError
+    when the engine refuses or does not answer."""
+    path = engine_socket(os.environ.get("DOCKER_HOST", "")) or DEFAULT_SOCKET
+    connection = _UnixConnection(path, timeout)
+    query = f"repo={quote(repository, safe='')}&tag={quote(tag, safe='')}"
+    try:
+        connection.request("POST", f"/images/{quote(source, safe='/:@')}/tag?{query}", headers={"Host": "docker"})
+        status = connection.getresponse().status
+    except (OSError, http.client.HTTPException) as exc:
+        raise EngineError(f"engine: tag {repository}:{tag}: {exc}") from None
+    finally:
+        connection.close()
+    if status != 201:
+        raise EngineError(f"engine: tag {repository}:{tag}: the engine answered {status}")
 
 
 def inspect_over_socket(path: str, ref: str, timeout: float = _PROBE_TIMEOUT_S) -> Mapping[str, Any] | None:

@@ -31,8 +31,9 @@ from typing import Literal
 from ..config import Config
 from ..engine import Engine, EngineBuild, LineSink
 from ..errors import BuildError, ExtrasConflictError, ImagectlError, InputError, OperationError
+from ..evidence.attach import BuiltImage, attest_build
 from ..imagecheck.run import run_check
-from ..labels import BUILD_KEY
+from ..labels import BUILD_KEY, ENGINE
 from ..lock.store import LockOrigin
 from ..progress.heartbeat import Heartbeat
 from ..progress.piplog import PipDownload, PipLog
@@ -75,6 +76,9 @@ class BuildResult:
     lock_origin: LockOrigin | Literal["build-time", ""] = ""  # "" until known
     exit_code: int = 0  # of a failure: 2 for bad input (a conflicting extra), else 1
     downloads: list[PipDownload] = field(default_factory=list)
+    engine: str = ""  # the engine that built it ("" for a reused image)
+    reproducible: bool | None = None  # whether that engine builds reproducibly (None: nothing was built)
+    pushed_bytes: int | None = None  # the blob bytes the push sent (None: nothing pushed)
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,7 @@ def build_one(plan: Plan, config: Config, engine: Engine, trace: Trace) -> Build
         result = _build(plan, store, config, engine, trace)
     result.repository = plan.repository.familiar
     result.lock_sha256, result.lock_origin = plan.lock.lock.sha256, plan.lock.origin
+    result.notes[:0] = plan.notes  # the base's warnings (end of life, moved or gone upstream) first
     return result
 
 
@@ -156,10 +161,10 @@ def _short_name(repo: Reference) -> str:
     return repo.path.rsplit("/", 1)[-1]
 
 
-def _engine_build(plan: Plan, config: Config, engine: Engine, trace: Trace) -> tuple[str, PipLog]:
-    """Write the plan's context (sweeping those killed builds left behind first) and build it with the engine;
-    ``(image id, what pip did)``.  Raises BuildError (step ``build``), also when the context cannot be written (a
-    full disk)."""
+def engine_build(plan: Plan, config: Config, engine: Engine, trace: Trace) -> tuple[str, PipLog]:
+    """Write the plan's context (sweeping those killed builds left behind first) and build it with the engine,
+    every timestamp set to the plan's SOURCE_DATE_EPOCH; ``(image id, what pip did)``.  Nothing is tagged or
+    pushed.  Raises BuildError (step ``build``), also when the context cannot be written (a full disk)."""
     log = trace.log
     sweep_contexts()
     with trace.timed("build"), build_context() as tmp:
@@ -170,18 +175,18 @@ def _engine_build(plan: Plan, config: Config, engine: Engine, trace: Trace) -> t
         log(f"building {plan.request.profile.name} (build key {plan.key[:10]})")
         pip = PipLog()
         with Heartbeat(log, "building", pip=pip) as beat:
-            spec = EngineBuild({BUILD_KEY: plan.key}, config.build_network, config.build_args,
-                               no_cache=plan.request.options.no_cache)
+            spec = EngineBuild({BUILD_KEY: plan.key, ENGINE: engine.name}, config.build_network, config.build_args,
+                               no_cache=plan.request.options.no_cache, source_date_epoch=plan.source_date_epoch)
             image_id = engine.build(tmp, spec, beat.sink)
     return image_id, pip
 
 
 def _build(plan: Plan, store: TagStore, config: Config, engine: Engine, trace: Trace) -> BuildResult:
     repo, publish, log = plan.repository, bool(config.registry_url), trace.log
-    image_id, pip = _engine_build(plan, config, engine, trace)
+    image_id, pip = engine_build(plan, config, engine, trace)
     with trace.timed("check"), Heartbeat(log, "checking") as beat:
         log(f"checking {short_digest(image_id)} in a container")
-        run_check(engine, image_id, config.build_network, beat.sink, gpu=plan.request.options.gpu_check)
+        checked = run_check(engine, image_id, config.build_network, beat.sink, gpu=plan.request.options.gpu_check)
     with trace.timed("tag"):
         tag = immutable_tag(plan.request.profile, plan.key, image=image_id)
         try:
@@ -189,25 +194,37 @@ def _build(plan: Plan, store: TagStore, config: Config, engine: Engine, trace: T
         except OperationError as exc:
             raise BuildError(str(exc), "tag") from None
         engine.tag(image_id, repo.familiar, tag)
-    target = existing or image_id
+    target, pushed_bytes = existing or image_id, None
     if publish and existing is None:
         log(f"pushing {repo.familiar}:{tag}")
         with trace.timed("push"), Heartbeat(log, "pushing") as beat:
-            target = engine.push(repo.familiar, tag, beat.sink)
+            pushed = engine.push(repo.familiar, tag, beat.sink)
+        target, pushed_bytes = pushed.digest, pushed.uploaded
     elif publish:
         log(f"{repo.familiar}:{tag} already names this image ({short_digest(existing)}): not pushed again")
+    attested = attest_build(plan, config, engine, BuiltImage(image_id, target, checked), trace)  # SBOM, provenance
     with trace.timed("tag"):
         moved = guarded_move(store, MOVING_TAG, target, tag, store.digest(MOVING_TAG), "build")
-    result = _note(BuildResult(_short_name(repo), "built", tag, target, image_id=image_id,
-                               downloads=list(pip.downloads)), moved)
+    result = _note(BuildResult(_short_name(repo), "built", tag, target, image_id=image_id, notes=attested,
+                               downloads=list(pip.downloads), engine=engine.name, reproducible=engine.reproducible,
+                               pushed_bytes=pushed_bytes), moved)
     try:  # the registry's moving tag has moved: the local copy is a convenience, not a reason to fail
         if publish:
             engine.tag(image_id, repo.familiar, MOVING_TAG)
+        else:
+            _copy_to_docker(engine, image_id, repo.familiar, tag, result)
         info = engine.inspect(image_id)
         result.size = info.size if info else 0
     except ImagectlError as exc:
         result.notes.append(f"local tag {MOVING_TAG} not updated: {exc}")
     return result
+
+
+def _copy_to_docker(engine: Engine, image_id: str, name: str, tag: str, result: BuildResult) -> None:
+    """A local-only build of an engine without a daemon is also copied into a local Docker daemon where one
+    answers, under the same tags, so ``docker run`` finds it; raises EngineError when the copy fails."""
+    if engine.share_with_docker(image_id, name, (tag, MOVING_TAG)):
+        result.notes.append(f"also copied into the local Docker daemon as {name}:{tag} and :{MOVING_TAG}")
 
 
 def _note(result: BuildResult, moved: MoveResult) -> BuildResult:

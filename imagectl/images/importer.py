@@ -27,7 +27,7 @@
    immutable tag's own (so the log still says who imported what, when).
 
 The engine is used only where a step needs it (the check, a local source, a copy into the local engine): pass
-a :class:`imagectl.engine.docker.LazyEngine` and an import between two registries with ``check=False`` never
+a :class:`imagectl.engine.select.LazyEngine` and an import between two registries with ``check=False`` never
 connects to one.  Everything here returns data; the CLI formats it.
 """
 
@@ -300,7 +300,7 @@ def _copy(result: ImportResult, target: Reference, store: TagStore, env: ImportE
     if not registry:
         return image, "tagged in the local engine"
     env.log(f"pushing {target.familiar}:{tag}")
-    return env.engine.push(target.familiar, tag, env.log), "pushed from the local engine"
+    return env.engine.push(target.familiar, tag, env.log).digest, "pushed from the local engine"
 
 
 def _registry_copy(source: SourceImage, target: Reference, tag: str, env: ImportEnvironment) -> tuple[str, str]:

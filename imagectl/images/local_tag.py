@@ -10,7 +10,7 @@ or could not do, is a note.
 It first asks the engine over its unix socket (``DOCKER_HOST=unix://...`` or the default socket), without the
 Docker SDK (:func:`imagectl.engine.docker.inspect_over_socket`), whether there is such a local tag at all: on a
 machine without an engine, or without a local copy of the tag, nothing is loaded and nothing changes (given a
-:class:`imagectl.engine.docker.LazyEngine`, which connects on first use).  Only an engine at a non-unix
+:class:`imagectl.engine.select.LazyEngine`, which connects on first use).  Only an engine at a non-unix
 ``DOCKER_HOST`` is asked through the engine interface directly.
 """
 

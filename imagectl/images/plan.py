@@ -3,21 +3,25 @@
 
 Planning resolves what the request leaves open, in this order: the lock (:func:`~imagectl.lock.make.lock_for_build`)
 and the extras' closure on top of it (so a conflicting extra is refused before a registry or an engine is asked),
-the base image's digest (one HEAD; ``render`` skips it), then the build context (rendered once, with the pip
-netrc of index credentials computed once and kept apart from the files), the added context files and the build
-key.  Nothing downstream derives any of it again.
+the base image's digest (one HEAD, and one at the team's copy of the base: a build pulls the base from there when
+the team holds it, see :mod:`imagectl.bases`; ``render`` skips both), then the build context (rendered once, with
+the pip netrc of index credentials computed once and kept apart from the files), the added context files and the
+build key.  Nothing downstream derives any of it again.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..bases.eol import end_of_life
 from ..config import Config
 from ..image_spec import ImageSpec
 from ..lock.extras import lock_extras
+from ..lock.lockfile import Lock
 from ..lock.make import ChosenLock, lock_for_build
 from ..lock.target import target_for
 from ..matrix.model import Profile
@@ -25,11 +29,14 @@ from ..reference import Reference, parse_reference
 from ..render.context import NETRC_FILE
 from ..render.dockerfile import context_files
 from ..tags.naming import repository
+from .base_digest import ResolvedBase
 from .build_key import build_key
 from .context_files import context_files_on_disk, file_digests
 from .trace import Trace
 
-DigestOf = Callable[[Reference], str]  # the manifest digest of a base image (as pulled); raises BuildError
+# A base image (as pulled) pinned for a build: a ResolvedBase (maybe from the team's copy, with warnings), or a bare
+# manifest digest (pulled as named; "" for none); raises BuildError
+DigestOf = Callable[[Reference], "ResolvedBase | str"]
 
 
 @dataclass(frozen=True)
@@ -78,15 +85,39 @@ class Plan:
     key: str
     repository: Reference
     netrc: bytes = field(default=b"", repr=False)
+    notes: tuple[str, ...] = ()  # warnings about the base (end of life, moved or gone upstream), as build shows them
 
     def context(self) -> dict[str, bytes]:
         """Every file of the build context, the netrc of index credentials included."""
         return {**self.files, NETRC_FILE: self.netrc} if self.netrc else dict(self.files)
 
+    @property
+    def source_date_epoch(self) -> int:
+        """Every timestamp of the image: see :func:`source_date_epoch`."""
+        return source_date_epoch(self.lock.lock)
+
+
+def source_date_epoch(lock: Lock) -> int:
+    """The image's SOURCE_DATE_EPOCH, from the inputs, never the clock: midnight UTC of the lock's as-of date (the
+    day its packages were frozen), or 0 for a lock without a date (``latest``, ``none``)."""
+    try:
+        day = dt.date.fromisoformat(lock.header.as_of)
+    except ValueError:
+        return 0
+    return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp())
+
 
 def no_digest(base: Reference) -> str:
     """A base resolver that resolves nothing: ``render`` renders the base as the matrix names it."""
     return ""
+
+
+def base_eol_notes(spec: ImageSpec) -> tuple[str, ...]:
+    """The warning of a build on a base whose CUDA release is past end of life (none on a user's base) (pure)."""
+    toolkit = spec.profile.toolkit
+    if spec.on_user_base or not toolkit.end_of_life:
+        return ()
+    return (f"base {spec.public_base.familiar}: {end_of_life(toolkit).line()} (see 'imagectl bases status')",)
 
 
 def plan_build(request: BuildRequest, config: Config, digest_of: DigestOf, trace: Trace) -> Plan:
@@ -110,13 +141,22 @@ def plan_build(request: BuildRequest, config: Config, digest_of: DigestOf, trace
             added = sorted(f"{name}=={version}" for name, version in locked.added.items())
             trace.log(f"extras locked on top of the lock: {', '.join(added) or 'nothing new'}")
     with trace.timed("resolve"):
-        digest = digest_of(base)
-        spec = replace(locked, base_digest=digest or None)
+        answer = digest_of(base)
+        resolved = answer if isinstance(answer, ResolvedBase) else ResolvedBase(answer)
+        digest = resolved.digest
+        spec = replace(locked, base_digest=digest or None, base_source=resolved.source)
+        notes = (*base_eol_notes(spec), *resolved.notes)
+        if resolved.source is not None:
+            trace.log(f"base image from the team's copy: {spec.pulled_base(config.mirrors)}")
+        for note in notes:
+            trace.log(f"warning: {note}")
     with trace.timed("render"):
         files = context_files(spec, config)
         added_files = context_files_on_disk(config.context_dirs)
         digests = file_digests(added_files)
-        key = build_key(files, digest, config.build_args, digests)
+        # the key is the same wherever the base is pulled from: the context as if pulled through the mirrors
+        key_files = context_files(replace(spec, base_source=None), config) if spec.base_source else files
+        key = build_key(key_files, digest, config.build_args, digests)
     netrc = files.pop(NETRC_FILE, b"")
     return Plan(request, spec, chosen, files, added_files, digests, key,
-                repository(request.repository_name, config), netrc)
+                repository(request.repository_name, config), netrc, notes=notes)

@@ -55,9 +55,14 @@ class PushProgress:
             return f"push: {layers}"
         return f"push: {human_bytes(done)} of {human_bytes(total)} uploading ({layers})"
 
+    @property
+    def uploaded(self) -> int:
+        """The bytes of the layers the engine uploaded (their sizes as the engine reported them)."""
+        return sum(total for _, total in self._layers.values())
+
     def finish(self) -> None:
         """Emit the final line (what was uploaded, what the registry already had)."""
-        uploaded = sum(total for _, total in self._layers.values())
+        uploaded = self.uploaded
         kept = len(self._done - set(self._layers))
         self._emit(f"push: {human_bytes(uploaded)} uploaded in {count_of(len(self._layers), 'layer')}, "
                    f"{count_of(kept, 'layer')} the registry already had")

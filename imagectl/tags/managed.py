@@ -6,7 +6,7 @@ is ``[REGISTRY/]NAMESPACE/NAME`` with the profile's canonical name (see :mod:`.n
 
 The tags live in the configured registry; with no registry configured they are the local engine's.  Opening a
 registry store needs no engine: ``history``, ``rollback``, ``promote`` and ``prune`` against a registry, given a
-:class:`imagectl.engine.docker.LazyEngine`, never import the Docker SDK.
+:class:`imagectl.engine.select.LazyEngine`, never import the Docker SDK.
 """
 
 from __future__ import annotations

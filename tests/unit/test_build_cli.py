@@ -28,6 +28,12 @@ BASE_DIGEST = "sha256:" + "b" * 64
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
+
+@pytest.fixture(autouse=True)
+def attested(monkeypatch) -> None:
+    """Attesting reaches the registry (tests/integration/test_evidence.py): here it attaches nothing."""
+    monkeypatch.setattr(builder, "attest_build", lambda plan, config, engine, built, trace: [])
+
 @pytest.fixture
 def registry(monkeypatch) -> FakeRegistry:
     fake = FakeRegistry()
@@ -43,7 +49,7 @@ def engine(monkeypatch, registry) -> FakeEngine:
 
 def use_engine(monkeypatch, fake: FakeEngine) -> FakeEngine:
     """Make ``fake`` the engine of ``build``; no real registry or base lookup is reachable."""
-    monkeypatch.setattr(imagectl.cli.building, "LazyEngine", lambda: fake)
+    monkeypatch.setattr(imagectl.cli.building, "engine_for", lambda config: fake)
     monkeypatch.setattr(builder, "resolve_base_digest", lambda base, config, engine: BASE_DIGEST)
 
     def no_registry(host, **_):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from imagectl.config import Config
-from imagectl.engine import EngineBuild, ImageInfo, LineSink
+from imagectl.engine import EngineBuild, ImageInfo, LineSink, Pushed
 from imagectl.errors import BuildError, EngineError, NotFoundError
 from imagectl.imagecheck.run import CHECK_COMMAND
 from imagectl.labels import (CUDA, CUDNN, EXTRAS, FRAMEWORK, FRAMEWORK_VERSION, LOCK_PACKAGES, LOCK_SHA256, NCCL,
@@ -167,6 +167,18 @@ class FakeEngine:
         return image_id if image_id in self.images else None
 
     # -- the Engine protocol
+    name = "docker"
+    reproducible = False
+
+    def version(self) -> str:
+        return "fake"
+
+    def export_layout(self, image: str, dest: Path) -> None:
+        raise EngineError("the fake engine exports no layouts")
+
+    def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool:
+        return False
+
     def build(self, context: Path, spec: EngineBuild, on_line: LineSink) -> str:
         labels, network, build_args, no_cache = spec.labels, spec.network, spec.build_args, spec.no_cache
         files = context_of(context)
@@ -222,7 +234,7 @@ class FakeEngine:
         self.images[image_id] = replace(info, repo_digests=repo_digests)
         if self.registry is not None:
             self.registry.receive(repository, tag, digest, info.labels)
-        return digest
+        return Pushed(digest, info.size, info.size)
 
     def pull(self, ref: str, on_line: LineSink) -> ImageInfo:
         self.pulls.append(ref)

@@ -15,7 +15,8 @@ import pytest
 
 from imagectl.engine import ImageInfo
 from imagectl.errors import EngineError
-from imagectl.engine.docker import LazyEngine, engine_socket, inspect_over_socket
+from imagectl.engine.docker import engine_socket, inspect_over_socket
+from imagectl.engine.select import LazyEngine
 from imagectl.images.local_tag import follow_locally
 from imagectl.reference import parse_reference
 

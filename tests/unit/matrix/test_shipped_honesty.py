@@ -83,7 +83,7 @@ def fake_engine(monkeypatch):
 
     registry = FakeRegistry()
     monkeypatch.setattr(builder, "open_tag_store", registry.open_tag_store)
-    monkeypatch.setattr(imagectl.cli.building, "LazyEngine", lambda: FakeEngine(registry))
+    monkeypatch.setattr(imagectl.cli.building, "engine_for", lambda config: FakeEngine(registry))
     monkeypatch.setattr(builder, "resolve_base_digest", lambda base, config, engine: "sha256:" + "b" * 64)
 
 

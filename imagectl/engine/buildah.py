@@ -1,0 +1,327 @@
+"""The buildah implementation of :class:`imagectl.engine.Engine`, over the ``buildah`` CLI (no daemon).
+
+Builds are reproducible: ``buildah bud --timestamp EPOCH`` writes ``EPOCH`` as every file's mtime in every layer,
+as each history entry's and the config's ``created``, and the build args carry ``SOURCE_DATE_EPOCH`` into the RUN
+steps (pip then writes hash-checked ``.pyc`` files, PEP 552).  RUN steps use chroot isolation unless
+``BUILDAH_ISOLATION`` says otherwise: it works as root in an unprivileged pod or a nested container, and adds no
+hostname, ``/etc/hosts`` or ``/etc/resolv.conf`` to a layer.
+
+Images live in containers-storage (``/var/lib/containers`` for root, or where ``CONTAINERS_STORAGE_CONF`` says).
+A name without a registry host is ``localhost/NAME`` there, as podman and buildah spell it; this module adds and
+strips that prefix, so callers use the same familiar names as with Docker.
+
+Push writes the image as an OCI layout (``buildah push oci:``, with the configured layer compression) and uploads
+it with :func:`imagectl.registry.layout_push.push_layout`: each blob is asked for first (HEAD) and mounted from
+another repository of the registry where one has it, so shared layers are never sent twice; the bytes really sent
+are reported.  ``run`` runs the image's entrypoint and the command in a throw-away working container
+(``buildah from`` + ``buildah run``), as ``docker run`` would; GPUs need podman (CDI ``nvidia.com/gpu=all``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import BuildError, EngineError, NotFoundError
+from ..redact import redact
+from . import TAIL_LINES, Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed
+
+LOCAL_HOST = "localhost"
+COMPRESSIONS = ("gzip", "zstd")
+_RUN_TIMEOUT_S = 600
+_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+# How the engine uploads an OCI layout to a registry: (layout dir, "host/path", tag, progress) -> Pushed.
+LayoutPusher = Callable[[Path, str, str, LineSink], Pushed]
+
+
+def qualified(name: str) -> str:
+    """``name`` as containers-storage spells it: ``localhost/NAME`` when its first component names no registry."""
+    first, _, rest = name.partition("/")
+    if rest and ("." in first or ":" in first or first == LOCAL_HOST):
+        return name
+    return f"{LOCAL_HOST}/{name}"
+
+
+def familiar(name: str) -> str:
+    """The inverse of :func:`qualified`."""
+    return name.removeprefix(f"{LOCAL_HOST}/")
+
+
+class BuildahEngine(Engine):
+    """:class:`Engine` over the ``buildah`` program.  ``pusher`` uploads an OCI layout (see the module doc);
+    ``compression`` is the layer compression of pushes (``gzip`` or ``zstd``)."""
+
+    name: EngineName = "buildah"
+    reproducible = True
+
+    def __init__(self, pusher: LayoutPusher | None = None, compression: str = "gzip", *,
+                 insecure: Callable[[str], bool] = lambda host: False, binary: str | None = None) -> None:
+        found = binary or shutil.which("buildah")
+        if found is None:
+            raise EngineError("buildah is not installed (apt-get install buildah)")
+        if compression not in COMPRESSIONS:
+            raise EngineError(f"buildah: unknown layer compression {compression!r} (gzip or zstd)")
+        self._binary, self._pusher, self._compression, self._insecure = found, pusher, compression, insecure
+        self._pushed: dict[str, set[str]] = {}  # image id -> "host/path@digest" this engine pushed it as
+        self._version = self._run(["version", "--json"], "version", parse=json.loads).get("version", "unknown")
+
+    def version(self) -> str:
+        """buildah's version, e.g. ``1.28.2``."""
+        return str(self._version)
+
+    # ------------------------------------------------------------------------------------------ images
+
+    def list_tags(self, repository: str) -> list[str]:
+        """The local tags of ``repository`` (familiar name), without the repository part."""
+        prefix = f"{qualified(repository)}:"
+        images = self._run(["images", "--json"], "images", parse=_json_list)
+        return sorted({n[len(prefix):] for i in images for n in (i.get("names") or ()) if n.startswith(prefix)})
+
+    def inspect(self, ref: str) -> ImageInfo | None:
+        """The local image ``ref`` (name or id), or None."""
+        done = self._call(["inspect", "--type", "image", _local_ref(ref)])
+        if done.returncode != 0:
+            if "image not known" in done.stderr or "not found" in done.stderr or "no such" in done.stderr.lower():
+                return None
+            raise EngineError(f"buildah: inspect {ref}: {_last(done.stderr)}")
+        data = json.loads(done.stdout)
+        image_id = str(data.get("FromImageID", ""))
+        return _info(data, self._names_of(image_id), tuple(sorted(self._pushed.get(image_id, ()))))
+
+    def _names_of(self, image_id: str) -> tuple[str, ...]:
+        images = self._run(["images", "--json", "--no-trunc"], "images", parse=_json_list)
+        for image in images:
+            if str(image.get("id", "")).removeprefix("sha256:") == image_id.removeprefix("sha256:"):
+                return tuple(familiar(n) for n in image.get("names") or ())
+        return ()
+
+    def build(self, context: Path, spec: EngineBuild, on_line: LineSink) -> str:
+        """Build ``context`` as ``spec`` says (``--layers``: each step is cached in containers-storage); streams
+        each output line to ``on_line``; returns the image id.  Raises BuildError carrying the last lines."""
+        with tempfile.TemporaryDirectory(prefix="imagectl-buildah-") as tmp:
+            iidfile = Path(tmp) / "iid"
+            dockerfile = context / "Dockerfile"
+            argv = [*self._bud_options(spec), *self._registry_options(_from_hosts(dockerfile)),
+                    "--iidfile", str(iidfile), "-f", str(dockerfile), str(context)]
+            tail = self._stream(argv, on_line)
+            image_id = iidfile.read_text().strip() if iidfile.exists() else ""
+        if not image_id:
+            raise BuildError("build finished without an image id", "build", "\n".join(tail))
+        return image_id.removeprefix("sha256:")
+
+    @staticmethod
+    def _bud_options(spec: EngineBuild) -> list[str]:
+        argv = ["bud", "--layers", "--format", "oci"]
+        if not os.environ.get("BUILDAH_ISOLATION"):
+            argv += ["--isolation", "chroot"]
+        if spec.network and spec.network != "default":
+            argv += ["--network", "private" if spec.network == "bridge" else spec.network]
+        if spec.no_cache:
+            argv.append("--no-cache")
+        if spec.platform:
+            argv += ["--platform", spec.platform]
+        build_args = dict(spec.build_args)
+        if spec.source_date_epoch is not None:
+            argv += ["--timestamp", str(spec.source_date_epoch)]
+            build_args.setdefault("SOURCE_DATE_EPOCH", str(spec.source_date_epoch))
+        for key, value in sorted(build_args.items()):
+            argv += ["--build-arg", f"{key}={value}"]
+        for key, value in sorted(spec.labels.items()):
+            argv += ["--label", f"{key}={value}"]
+        return argv
+
+    def tag(self, image: str, repository: str, tag: str) -> None:
+        """Point local ``repository:tag`` at ``image``."""
+        if not _TAG.match(tag):
+            raise EngineError(f"buildah: bad tag {tag!r}")
+        self._run(["tag", _local_ref(image), f"{qualified(repository)}:{tag}"], f"tag {repository}:{tag}")
+
+    def untag(self, ref: str) -> None:
+        """Remove local tag ``ref``; the image stays while another name or container uses it (``rmi`` of one of
+        several names removes only that name)."""
+        done = self._call(["rmi", _local_ref(ref)])
+        if done.returncode != 0 and "image not known" not in done.stderr and "not found" not in done.stderr:
+            raise EngineError(f"buildah: untag {ref}: {_last(done.stderr)}")
+
+    def push(self, repository: str, tag: str, on_line: LineSink) -> Pushed:
+        """Push ``repository:tag`` (``host/path``) blob by blob through the layout pusher; the bytes it sent."""
+        if self._pusher is None:
+            raise BuildError(f"push of {repository}:{tag}: this engine was made without a registry", "push")
+        with tempfile.TemporaryDirectory(prefix="imagectl-push-") as tmp:
+            layout = Path(tmp) / "layout"
+            on_line(f"push: writing {repository}:{tag} as an OCI layout ({self._compression} layers)")
+            self._run(["push", "--quiet", "--format", "oci", "--compression-format", self._compression,
+                       f"{qualified(repository)}:{tag}", f"oci:{layout}:{tag}"], f"push {repository}:{tag}",
+                      failure=BuildError, step="push")
+            pushed = self._pusher(layout, repository, tag, on_line)
+        info = self.inspect(f"{repository}:{tag}")
+        if info is not None:
+            self._pushed.setdefault(info.id, set()).add(f"{repository}@{pushed.digest}")
+        return pushed
+
+    def pull(self, ref: str, on_line: LineSink) -> ImageInfo:
+        """Pull ``ref``; raises NotFoundError if the registry has no such image, EngineError otherwise."""
+        done = self._call(["pull", "--quiet", *self._registry_options([ref.split("/", 1)[0]]), ref])
+        if done.returncode != 0:
+            text = done.stderr.lower()
+            if "manifest unknown" in text or "not found" in text or "name unknown" in text:
+                raise NotFoundError(f"pull {ref}: no such image")
+            raise EngineError(f"pull {ref}: {_last(done.stderr)}")
+        on_line(f"pulled {ref}")
+        info = self.inspect(ref)
+        if info is None:
+            raise EngineError(f"pull {ref}: the engine has no image after pulling")
+        return info
+
+    def run(self, image: str, command: list[str], network: str | None = None, *,
+            gpus: bool = False) -> tuple[int, str]:
+        """Run the image's entrypoint with ``command`` in a throw-away working container; (exit status, output)."""
+        if gpus:
+            return self._run_with_podman(image, command, network)
+        info = self._run(["inspect", "--type", "image", _local_ref(image)], f"inspect {image}", parse=json.loads)
+        config = (info.get("OCIv1") or {}).get("config") or {}
+        entrypoint = list(config.get("Entrypoint") or ())
+        name = f"imagectl-run-{uuid.uuid4().hex[:12]}"
+        self._run(["from", "--pull-never", "--name", name, _local_ref(image)], f"run {image}")
+        try:
+            argv = ["run", "--isolation", os.environ.get("BUILDAH_ISOLATION") or "chroot"]
+            if network and network != "default":
+                argv += ["--network", "private" if network == "bridge" else network]
+            done = self._call([*argv, name, "--", *entrypoint, *command], timeout=_RUN_TIMEOUT_S)
+            return done.returncode, done.stdout + done.stderr
+        finally:
+            self._call(["rm", name])
+
+    def _run_with_podman(self, image: str, command: list[str], network: str | None) -> tuple[int, str]:
+        podman = shutil.which("podman")
+        if podman is None:
+            raise EngineError("buildah: a GPU check needs podman with the NVIDIA CDI spec (nvidia-ctk cdi generate)")
+        argv = [podman, "run", "--rm", "--device", "nvidia.com/gpu=all"]
+        if network and network != "default":
+            argv += ["--network", network]
+        done = subprocess.run([*argv, _local_ref(image), *command], capture_output=True, text=True, check=False,
+                              timeout=_RUN_TIMEOUT_S)
+        return done.returncode, done.stdout + done.stderr
+
+    def export_layout(self, image: str, dest: Path) -> None:
+        """Write ``image`` as an OCI image layout in ``dest``, layers compressed as pushes compress them."""
+        self._run(["push", "--quiet", "--format", "oci", "--compression-format", self._compression,
+                   _local_ref(image), f"oci:{dest}"], f"export {image}")
+
+    def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool:
+        """Copy ``image`` into the local Docker daemon as ``repository:TAG`` for each of ``tags`` (``buildah push
+        docker-daemon:``; the layers are sent once), so ``docker run`` finds an image built without a registry;
+        False where no daemon answers on a unix socket."""
+        from .docker import daemon_answers, tag_over_socket  # the socket only: they load no Docker SDK
+
+        if not tags or not daemon_answers():
+            return False
+        first = f"{repository}:{tags[0]}"
+        self._run(["push", "--quiet", _local_ref(image), f"docker-daemon:{first}"], f"copy {first} to Docker")
+        for tag in tags[1:]:
+            tag_over_socket(first, repository, tag)
+        return True
+
+    # ------------------------------------------------------------------------------------------ plumbing
+
+    def _registry_options(self, hosts: Sequence[str]) -> list[str]:
+        """Credentials from the Docker config imagectl reads (``$DOCKER_CONFIG``), and plain HTTP where a host is
+        loopback or marked insecure (containers/image, unlike dockerd, trusts no registry without TLS)."""
+        argv = []
+        config = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
+        if config.is_file():
+            argv += ["--authfile", str(config)]
+        if any(self._insecure(host) for host in hosts):
+            argv.append("--tls-verify=false")
+        return argv
+
+    def _call(self, args: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run([self._binary, *args], capture_output=True, text=True, check=False,
+                                  timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise EngineError(f"buildah {args[0]}: no answer within {timeout:g}s") from None
+        except OSError as exc:
+            raise EngineError(f"buildah {args[0]}: {exc.strerror or exc}") from None
+
+    def _run(self, args: Sequence[str], what: str, *, parse: Callable[[str], Any] | None = None,
+             failure: type[Exception] = EngineError, step: str = "") -> Any:
+        done = self._call(args)
+        if done.returncode != 0:
+            message = f"buildah: {what}: {redact(_last(done.stderr))}"
+            raise BuildError(message, step, done.stderr[-4000:]) if failure is BuildError else failure(message)
+        return parse(done.stdout) if parse else done.stdout
+
+    def _stream(self, args: Sequence[str], on_line: LineSink) -> deque[str]:
+        tail: deque[str] = deque(maxlen=TAIL_LINES)
+        try:
+            process = subprocess.Popen([self._binary, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1)
+        except OSError as exc:
+            raise BuildError(f"build failed: buildah: {exc.strerror or exc}", "build") from None
+        assert process.stdout is not None
+        with process:
+            for line in process.stdout:
+                line = line.rstrip("\n")
+                if line.strip():
+                    tail.append(line)
+                    on_line(line)
+        if process.returncode != 0:
+            last = next((line for line in reversed(tail) if line.strip()), "buildah bud failed")
+            raise BuildError(f"build failed: {last}", "build", "\n".join(tail))
+        return tail
+
+
+def _from_hosts(dockerfile: Path) -> list[str]:
+    """The registry hosts the ``FROM`` lines of ``dockerfile`` pull from (stage names and ``scratch`` are none)."""
+    hosts, stages = [], set()
+    for line in dockerfile.read_text(encoding="utf-8").splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0].upper() == "FROM":
+            image = next((w for w in words[1:] if not w.startswith("--")), "")
+            if len(words) >= 4 and words[-2].upper() == "AS":
+                stages.add(words[-1].lower())
+            first, _, rest = image.partition("/")
+            if rest and ("." in first or ":" in first) and image.lower() not in stages:
+                hosts.append(first)
+    return hosts
+
+
+def _local_ref(ref: str) -> str:
+    """A reference for containers-storage: ids and digests as they are, names qualified."""
+    bare = ref.removeprefix("sha256:")
+    if re.fullmatch(r"[0-9a-f]{12,64}", bare):
+        return bare
+    return qualified(ref)
+
+
+def _info(data: Mapping[str, Any], names: tuple[str, ...], repo_digests: tuple[str, ...]) -> ImageInfo:
+    oci = data.get("OCIv1") or {}
+    config = oci.get("config") or {}
+    try:
+        manifest = json.loads(data.get("Manifest") or "{}")
+    except ValueError:
+        manifest = {}
+    size = sum(int(layer.get("size") or 0) for layer in manifest.get("layers") or () if isinstance(layer, dict))
+    return ImageInfo(id=str(data.get("FromImageID", "")), tags=names, repo_digests=repo_digests,
+                     labels=dict(config.get("Labels") or {}), size=size, created=str(oci.get("created") or ""))
+
+
+def _json_list(text: str) -> list[dict[str, Any]]:
+    found = json.loads(text or "[]")
+    return [item for item in found or () if isinstance(item, dict)]
+
+
+def _last(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "failed"
