@@ -26,6 +26,7 @@ class ImageSpec:
     extras_lock: tuple[LockedPackage, ...] = ()
     user_base: Reference | None = None
     title: str | None = None
+    base_source: Reference | None = None  # the team's copy of the base the build pulls (imagectl.bases), if any
 
     @property
     def on_user_base(self) -> bool:
@@ -38,9 +39,9 @@ class ImageSpec:
         return self.user_base or self.profile.base_image
 
     def pulled_base(self, mirrors: Mapping[str, str]) -> Reference:
-        """The base image as the build pulls it: through the configured ``mirrors``, pinned to ``base_digest`` if
-        known."""
-        ref = apply_mirror(self.public_base, mirrors)
+        """The base image as the build pulls it: from the team's copy (``base_source``) or through the configured
+        ``mirrors``, pinned to ``base_digest`` if known."""
+        ref = self.base_source or apply_mirror(self.public_base, mirrors)
         return ref.with_digest(self.base_digest) if self.base_digest else ref
 
     @property

@@ -10,6 +10,7 @@ from ..matrix.listing import select_profiles
 from ..matrix.names import list_profiles
 from ..matrix.platforms import platform_name
 from .app import check_framework, echo_json, framework_option, json_option, profile_argument, python_option, workspace
+from .printable import say
 from .table import format_table
 from .views import LIST_COLUMNS, describe_profile, list_row_with_lock, list_table_row, show_text
 
@@ -41,6 +42,10 @@ def cmd_list(ctx: click.Context, framework: str | None, cuda: str | None, python
                                platform)
     rows = [list_row_with_lock(p, ws.config, ws.matrix) for p in profiles]
     echo_json(rows) if as_json else click.echo(format_table([list_table_row(r) for r in rows], LIST_COLUMNS))
+    past = sorted({r["cuda"] for r in rows if r["end_of_life"]}, key=lambda v: [int(x) for x in v.split(".")])
+    if past:  # from the matrix's data alone: list asks no registry (bases status does)
+        say(f"warning: {sum(1 for r in rows if r['end_of_life'])} profiles are on bases past end of life (CUDA "
+            f"{', '.join(past)}); see 'imagectl bases status'")
 
 
 @click.command("show")

@@ -1,35 +1,86 @@
-"""Resolving a profile's base image to a digest before building, through the configured mirror."""
+"""Resolving a profile's base image to a digest before building: from the team's copy when it holds one (see
+:mod:`imagectl.bases`), else through the configured mirror.
+
+With ``[registry] url`` set and the team copy's tag present (``imagectl bases sync`` wrote it), the build pulls the
+base from the team copy, pinned to the digest that tag names, and warns when the upstream tag has moved on (a rebuild
+with fixes: ``bases sync`` takes it) or is gone, or upstream cannot be asked.  Without a team copy the digest is what
+the upstream tag names now (one request through the mirror), else the engine's copy of the image.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from ..bases.custody import TeamPin, team_pin
+from ..bases.naming import public_of
 from ..config import Config
+from ..engine import Engine
 from ..errors import BuildError, ImagectlError
 from ..reference import Reference
-from ..engine import Engine
 from ..registry.access import client_for
+from ..tags.naming import short_digest
 
 
-def resolve_base_digest(base: Reference, config: Config, engine: Engine) -> str:
-    """The manifest digest of ``base`` (already mirrored): asked of its registry with one HEAD, else
-    taken from the engine's copy of the image.  Raises BuildError when neither knows it.
-    """
+@dataclass(frozen=True)
+class ResolvedBase:
+    """A base pinned for a build: its ``digest``, the team copy it is pulled from (``source``, tagged; None: as
+    named, through the mirrors) and the warnings a build shows about it (``notes``)."""
+
+    digest: str
+    source: Reference | None = None
+    notes: tuple[str, ...] = ()
+
+
+def resolve_base_digest(base: Reference, config: Config, engine: Engine) -> ResolvedBase:
+    """Pin ``base`` (as pulled: through the mirrors) for a build (see the module docstring).  Raises BuildError
+    when neither the team copy, its registry, nor the engine knows it."""
     if base.digest:
-        return base.digest
+        return ResolvedBase(base.digest)
+    public = public_of(base, config.mirrors)
+    pin = team_pin(public, config)
     registry_error: ImagectlError | None = None
     try:
         with client_for(base.domain, config.insecure_hosts, config.registry_timeout) as client:
             digest = client.head_manifest(base.path, base.tag or "latest")
-        if digest:
-            return digest
     except ImagectlError as exc:
-        registry_error = exc
+        digest, registry_error = None, exc
+    if pin is not None and pin.pinned:
+        return ResolvedBase(pin.pinned, pin.team, custody_notes(public, pin, digest, registry_error))
+    notes = (f"base {public.familiar}: the team copy {pin.team} cannot be read ({pin.error})",) \
+        if pin is not None and pin.error else ()
+    if digest:
+        return ResolvedBase(digest, notes=notes)
+    known = engine_digest(base, engine)
+    if known:
+        return ResolvedBase(known, notes=notes)
+    why = f": {registry_error}" if registry_error else " (its registry has no such tag)"
+    raise BuildError(f"base image {base} cannot be resolved to a digest{why}; {mirror_hint(base, config)}", "base")
+
+
+def custody_notes(public: Reference, pin: TeamPin, upstream: str | None,
+                  error: ImagectlError | None) -> tuple[str, ...]:
+    """The warning of a build that takes ``public`` from its team copy ``pin`` while upstream names ``upstream``
+    (None: no such tag, or ``error``) (pure)."""
+    pinned = short_digest(pin.pinned or "")
+    if error is not None:
+        return (f"base {public.familiar}: upstream cannot be asked ({error}); building from the team copy "
+                f"({pinned})",)
+    if upstream is None:
+        return (f"base {public.familiar} is gone upstream; building from the team copy ({pinned})",)
+    if upstream != pin.pinned:
+        return (f"base {public.familiar} moved upstream (now {short_digest(upstream)}; the team copy pins {pinned}): "
+                "building from the team copy; 'imagectl bases sync' takes the new one",)
+    return ()
+
+
+def engine_digest(base: Reference, engine: Engine) -> str | None:
+    """The repo digest the engine's copy of ``base`` has under its own name, if any."""
     info = engine.inspect(str(base))
     for repo_digest in info.repo_digests if info else ():
         name, _, digest = repo_digest.partition("@")
         if name in (base.repository, base.familiar.split(":")[0]):
             return digest
-    why = f": {registry_error}" if registry_error else " (its registry has no such tag)"
-    raise BuildError(f"base image {base} cannot be resolved to a digest{why}; {mirror_hint(base, config)}", "base")
+    return None
 
 
 def mirror_hint(base: Reference, config: Config) -> str:

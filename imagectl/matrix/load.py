@@ -43,7 +43,8 @@ _TOP_KEYS = {"base", "os", "cuda", "gpus", "driver_lists", "lock", "framework", 
 KEYS: dict[str, frozenset[str]] = {
     "base": frozenset({"repository", "flavors", "tag", "wheel_cuda_flavor", "forward_compat_brands"}),
     "os": frozenset({"python", "apt_python"}),
-    "cuda": frozenset({"release", "min_driver", "min_driver_compat", "archs", "os", "forward_compat", "end_of_life"}),
+    "cuda": frozenset({"release", "min_driver", "min_driver_compat", "archs", "os", "forward_compat", "end_of_life",
+                       "eol_since"}),
     "gpus": frozenset({"arch", "min_driver", "last_branch", "segment", "pci", "host"}),
     "driver_lists": frozenset({"source", "first", "newest", "listed", "missing"}),
     "lock": frozenset({"floors"}),
@@ -360,8 +361,12 @@ def _cuda(src: _Source, name: str, body: dict[str, Any]) -> CudaToolkit:
     eol = body.get("end_of_life")
     if eol is not None and (not isinstance(eol, str) or not eol.strip()):
         raise src.error(f"[cuda.{name}] end_of_life must say why and cite the source", needle)
+    since = body.get("eol_since")
+    if since is not None and (not eol or not isinstance(since, str) or not _valid_day(since)):
+        raise src.error(f"[cuda.{name}] eol_since must be the day (YYYY-MM-DD) the release went end of life, "
+                        "given with end_of_life", "eol_since")
     return CudaToolkit(name, release, drivers[0], drivers[1], archs, oses, forward_compat=tuple(branches),
-                       end_of_life=" ".join(eol.split()) if eol else None)
+                       end_of_life=" ".join(eol.split()) if eol else None, eol_since=since)
 
 
 def _is_branch(value: Any) -> bool:

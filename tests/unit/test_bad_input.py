@@ -52,6 +52,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "lock": ("lock", PROFILE),
     "matrix verify": ("matrix", "verify", "--index", f"http://{CLOSED}/simple"),
     "matrix sync": ("matrix", "sync", "--index", f"http://{CLOSED}/simple"),
+    "bases": ("bases", "status", PROFILE),
 }
 
 
@@ -338,6 +339,11 @@ CASES: dict[str, Case] = {
     "prune-min-age-overflow": Case(("prune", PROFILE, "--keep", "1", "--min-age-days", "99999999999"), REGISTRY,
                                    code=2),
     "prune-registry-down": Case(("prune", PROFILE, "--keep", "1"), REGISTRY, code=1),
+    # bases
+    "bases-sync-no-registry": Case(("bases", "sync", PROFILE), code=2),
+    "bases-unknown-profile": Case(("bases", "status", "nope-9.9-cu999"), code=2),
+    "bases-sync-registry-down": Case(("bases", "sync", PROFILE), REGISTRY, code=1),
+    "bases-status-registry-down": Case(("bases", "status", PROFILE), REGISTRY, code=1),
     # import
     "import-bad-reference": Case(("import", "UPPER/Case", "--name", PROFILE), REGISTRY, code=2),
     "import-digest-63": Case(("import", f"{CLOSED}/a/b@{DIGEST_63}", "--name", PROFILE, "--no-check"), REGISTRY,

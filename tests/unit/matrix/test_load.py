@@ -109,7 +109,7 @@ def refused_at(matrix_copy, name, old, new, message, at=None):
     ("cuda.toml", 'apt_python = ["3.12"]', 'apt_pythons = ["3.12"]', "apt_pythons", r"\[os.ubuntu24.04\]",
      "did you mean 'apt_python'"),
     ("cuda.toml", 'release = "12.8.1"', 'release = "12.8.1"\nzzz = 1', "zzz", r"\[cuda.12.8\]",
-     "known: archs, end_of_life, forward_compat, min_driver"),
+     "known: archs, end_of_life, eol_since, forward_compat"),
 ])
 def test_unknown_keys_in_nested_tables_name_line_and_nearest_key(matrix_copy, name, old, new, typo, table, nearest):
     matrix_copy.edit(name, old, new)
