@@ -81,17 +81,23 @@ def cmd_status(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> int
 
 def _say_errors(found: list[BaseStatus], secrets: tuple[str, ...]) -> None:
     """Each distinct error once, with the base it came from (and how many more share it)."""
-    seen: dict[str, list[str]] = {}
+    seen: dict[str, tuple[list[str], list[str]]] = {}  # error -> (bases, parts: team copy, upstream)
     for s in found:
         for error in s.errors:
-            seen.setdefault(error, []).append(s.base.public.familiar)
-    for error, bases in seen.items():
+            part, _, message = error.partition(": ")
+            bases, parts = seen.setdefault(message, ([], []))
+            for items, item in ((bases, s.base.public.familiar), (parts, part)):
+                if item not in items:
+                    items.append(item)
+    for message, (bases, parts) in seen.items():
         more = f" (and {len(bases) - 1} more bases)" if len(bases) > 1 else ""
-        say(f"imagectl: {bases[0]}{more}: {error}", secrets)
+        say(f"imagectl: {bases[0]}{more}: {' and '.join(parts)}: {message}", secrets)
 
 
 def _status_row(s: BaseStatus) -> dict[str, object]:
-    team = "no registry" if s.team_copy is None else "held" if s.held else "missing" if s.pinned else "none"
+    unread = any(error.startswith("team copy:") for error in s.errors)
+    team = ("no registry" if s.team_copy is None else "unknown" if unread else "held" if s.held
+            else "missing" if s.pinned else "none")
     eol = s.eol.as_dict()
     return {"base": s.base.public.familiar, "team_copy": team, "pinned": short_digest(s.pinned),
             "upstream": s.upstream, "end_of_life": f"EOL since {eol['since']}" if s.eol.status == "eol" else "no",
