@@ -1,5 +1,8 @@
 # Rendered by imagectl 0.1.0 for torch-2.3-cu118-devel; edit the templates, not this file.
 FROM mirror.example.com/hub/nvidia/cuda:11.8.0-devel-ubuntu22.04
+# SOURCE_DATE_EPOCH (a build arg, from the lock's as-of date, never the clock): pip and Python write hash-checked
+# .pyc files (PEP 552), so the same lock gives the same bytes.
+ARG SOURCE_DATE_EPOCH
 
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
@@ -14,7 +17,8 @@ RUN set -eu; \
       done; \
       apt-get update; \
       apt-get install -y --no-install-recommends python3.10 python3.10-venv ca-certificates; \
-      rm -rf /var/lib/apt/lists/*; \
+      rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log /var/log/alternatives.log \
+             /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old /var/lib/dpkg/*-old; \
     fi; \
     python3.10 -m venv /opt/venv
 ENV VIRTUAL_ENV=/opt/venv \
@@ -34,7 +38,8 @@ RUN set -eu; \
       apt-get update; \
       apt-get install -y --no-install-recommends $missing; \
       apt-get clean; \
-      rm -rf /var/lib/apt/lists/*; \
+      rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log /var/log/alternatives.log \
+             /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old /var/lib/dpkg/*-old; \
     fi
 
 # The lock: every package with its hashes, in layers that change at different rates ([framework] layers), so

@@ -2,6 +2,9 @@
 # A first stage installs with the index credentials (imagectl-pip.netrc).  They stay in this stage's layers, which
 # are never tagged or pushed: the final stage below copies the installed environment (/opt/venv), not the file.
 FROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04 AS imagectl-install
+# SOURCE_DATE_EPOCH (a build arg, from the lock's as-of date, never the clock): pip and Python write hash-checked
+# .pyc files (PEP 552), so the same lock gives the same bytes.
+ARG SOURCE_DATE_EPOCH
 
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
@@ -13,7 +16,8 @@ RUN set -eu; \
     if ! python3.10 -c 'import ensurepip, venv' >/dev/null 2>&1; then \
       apt-get update; \
       apt-get install -y --no-install-recommends python3.10 python3.10-venv ca-certificates; \
-      rm -rf /var/lib/apt/lists/*; \
+      rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log /var/log/alternatives.log \
+             /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old /var/lib/dpkg/*-old; \
     fi; \
     python3.10 -m venv /opt/venv
 ENV VIRTUAL_ENV=/opt/venv \
@@ -27,6 +31,9 @@ COPY extra-requirements.txt extras-lock.txt /opt/imagectl/
 RUN NETRC=/opt/imagectl-secrets/.netrc HOME=/opt/imagectl-secrets pip install --no-cache-dir --no-deps --require-hashes --only-binary :all: -r /opt/imagectl/extras-lock.txt
 
 FROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04
+# SOURCE_DATE_EPOCH (a build arg, from the lock's as-of date, never the clock): pip and Python write hash-checked
+# .pyc files (PEP 552), so the same lock gives the same bytes.
+ARG SOURCE_DATE_EPOCH
 
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
@@ -38,7 +45,8 @@ RUN set -eu; \
     if ! python3.10 -c 'import ensurepip, venv' >/dev/null 2>&1; then \
       apt-get update; \
       apt-get install -y --no-install-recommends python3.10 python3.10-venv ca-certificates; \
-      rm -rf /var/lib/apt/lists/*; \
+      rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log /var/log/alternatives.log \
+             /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old /var/lib/dpkg/*-old; \
     fi; \
     python3.10 -m venv /opt/venv
 ENV VIRTUAL_ENV=/opt/venv \
@@ -55,7 +63,8 @@ RUN set -eu; \
       apt-get update; \
       apt-get install -y --no-install-recommends $missing; \
       apt-get clean; \
-      rm -rf /var/lib/apt/lists/*; \
+      rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log /var/log/alternatives.log \
+             /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old /var/lib/dpkg/*-old; \
     fi
 
 # The lock: every package with its hashes, in layers that change at different rates ([framework] layers), so
