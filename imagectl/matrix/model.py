@@ -41,7 +41,7 @@ class CudaToolkit:
     forward_compat: tuple[int, ...] = ()
     forward_compat_brands: tuple[str, ...] = ()  # [base] forward_compat_brands, set by the loader
     end_of_life: str | None = None  # why NVIDIA's images of this release are past end of life (with the source)
-    eol_since: str | None = None  # the day (YYYY-MM-DD) they went end of life where a source gives it (with end_of_life)
+    eol_since: str | None = None  # the day (YYYY-MM-DD) they went end of life, where a source gives it
 
     @property
     def major(self) -> int:
