@@ -11,7 +11,6 @@ build key.  Nothing downstream derives any of it again.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -97,14 +96,16 @@ class Plan:
         return source_date_epoch(self.lock.lock)
 
 
+SOURCE_DATE_EPOCH = 0
+"""Every timestamp of every image (layers, config, history): one constant, from no clock.  Not the lock's as-of date:
+profiles that share a layer's inputs (torch 2.3.0 and 2.3.1 pin the same CUDA wheels) must get one digest for that
+layer, and a per-lock date would stamp their file mtimes differently (buildah ``--timestamp``) and change the build
+arg that Docker's layer cache keys on.  The dates an image was built from live in its labels and its lock."""
+
+
 def source_date_epoch(lock: Lock) -> int:
-    """The image's SOURCE_DATE_EPOCH, from the inputs, never the clock: midnight UTC of the lock's as-of date (the
-    day its packages were frozen), or 0 for a lock without a date (``latest``, ``none``)."""
-    try:
-        day = dt.date.fromisoformat(lock.header.as_of)
-    except ValueError:
-        return 0
-    return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp())
+    """The image's SOURCE_DATE_EPOCH: :data:`SOURCE_DATE_EPOCH`, whatever the lock (see there why)."""
+    return SOURCE_DATE_EPOCH
 
 
 def no_digest(base: Reference) -> str:

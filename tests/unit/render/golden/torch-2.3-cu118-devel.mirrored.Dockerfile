@@ -1,6 +1,6 @@
 # Rendered by imagectl 0.1.0 for torch-2.3-cu118-devel; edit the templates, not this file.
 FROM mirror.example.com/hub/nvidia/cuda:11.8.0-devel-ubuntu22.04
-# SOURCE_DATE_EPOCH (a build arg, from the lock's as-of date, never the clock): pip and Python write hash-checked
+# SOURCE_DATE_EPOCH (a build arg, one constant for every image, never the clock): pip and Python write hash-checked
 # .pyc files (PEP 552), so the same lock gives the same bytes.
 ARG SOURCE_DATE_EPOCH
 

@@ -2,7 +2,7 @@
 # A first stage installs with the index credentials (imagectl-pip.netrc).  They stay in this stage's layers, which
 # are never tagged or pushed: the final stage below copies the installed environment (/opt/venv), not the file.
 FROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04 AS imagectl-install
-# SOURCE_DATE_EPOCH (a build arg, from the lock's as-of date, never the clock): pip and Python write hash-checked
+# SOURCE_DATE_EPOCH (a build arg, one constant for every image, never the clock): pip and Python write hash-checked
 # .pyc files (PEP 552), so the same lock gives the same bytes.
 ARG SOURCE_DATE_EPOCH
 
@@ -31,7 +31,7 @@ COPY extra-requirements.txt extras-lock.txt /opt/imagectl/
 RUN NETRC=/opt/imagectl-secrets/.netrc HOME=/opt/imagectl-secrets pip install --no-cache-dir --no-deps --require-hashes --only-binary :all: -r /opt/imagectl/extras-lock.txt
 
 FROM docker.io/nvidia/cuda:12.1.1-runtime-ubuntu22.04
-# SOURCE_DATE_EPOCH (a build arg, from the lock's as-of date, never the clock): pip and Python write hash-checked
+# SOURCE_DATE_EPOCH (a build arg, one constant for every image, never the clock): pip and Python write hash-checked
 # .pyc files (PEP 552), so the same lock gives the same bytes.
 ARG SOURCE_DATE_EPOCH
 
