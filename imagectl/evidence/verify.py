@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
-from ..errors import ImagectlError, OperationError, RegistryError
+from ..errors import ConfigError, ImagectlError, OperationError, RegistryError
 from ..labels import BUILD_KEY, EXTRAS, LOCK_PACKAGES, LOCK_SHA256, OCI_BASE_DIGEST, split_packages
 from ..matrix.model import Matrix
 from ..reference import Reference
@@ -269,8 +269,8 @@ def verify_target(text: str, matrix: Matrix, config: Config) -> Reference:
     """The image ``verify`` means: a reference naming its registry (``HOST/path:tag``, ``...@sha256:...``) as
     written, else the moving tag of the managed repository ``text`` names (a profile, or a profile with a suffix).
 
-    Raises UnknownProfileError/ValidationError for a name that is neither, OperationError without a registry (a
-    local image carries no attestations).
+    Raises UnknownProfileError/ValidationError for a name that is neither, ConfigError without a registry (a
+    local image carries no attestations: ConfigError, exit 2).
     """
     from ..reference import names_registry, parse_reference
     from ..tags.managed import resolve_managed
@@ -280,8 +280,8 @@ def verify_target(text: str, matrix: Matrix, config: Config) -> Reference:
         return parse_reference(text)
     repo = resolve_managed(text, matrix, config).reference
     if not config.registry_url:
-        raise OperationError(f"verify {text}: no [registry] url configured; attestations live in a registry (a local"
-                             " image carries none)")
+        raise ConfigError(f"verify {text}: no [registry] url configured; attestations live in a registry (a local"
+                          " image carries none)")
     return repo.with_tag(MOVING_TAG)
 
 

@@ -53,6 +53,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "matrix verify": ("matrix", "verify", "--index", f"http://{CLOSED}/simple"),
     "matrix sync": ("matrix", "sync", "--index", f"http://{CLOSED}/simple"),
     "bases": ("bases", "status", PROFILE),
+    "rebuild": ("rebuild", PROFILE, "--compare"),
+    "verify": ("verify", PROFILE),
 }
 
 
@@ -344,6 +346,20 @@ CASES: dict[str, Case] = {
     "bases-unknown-profile": Case(("bases", "status", "nope-9.9-cu999"), code=2),
     "bases-sync-registry-down": Case(("bases", "sync", PROFILE), REGISTRY, code=1),
     "bases-status-registry-down": Case(("bases", "status", PROFILE), REGISTRY, code=1),
+    # rebuild
+    "rebuild-without-compare": Case(("rebuild", PROFILE), REGISTRY, code=2),
+    "rebuild-unknown-name": Case(("rebuild", "nope-9.9-cu999", "--compare"), REGISTRY, code=2),
+    "rebuild-bad-reference": Case(("rebuild", "UPPER/Case:x", "--compare"), REGISTRY, code=2),
+    "rebuild-no-registry": Case(("rebuild", PROFILE, "--compare"), code=2),
+    "rebuild-registry-down": Case(("rebuild", PROFILE, "--compare"), REGISTRY, code=1),
+    # verify
+    "verify-unknown-name": Case(("verify", "nope-9.9-cu999"), REGISTRY, code=2),
+    "verify-bad-reference": Case(("verify", "UPPER/Case:x"), REGISTRY, code=2),
+    "verify-digest-63": Case(("verify", f"{CLOSED}/a/b@{DIGEST_63}"), REGISTRY, code=2),
+    "verify-no-registry": Case(("verify", PROFILE), code=2),
+    "verify-registry-down": Case(("verify", PROFILE), REGISTRY, code=1),
+    "verify-bad-public-key": Case(("verify", PROFILE), World({"imagectl.toml": '[attest]\npublic_key = "nokey.pem"\n'},
+                                                           env={"IMAGECTL_REGISTRY_URL": CLOSED}), code=2),
     # import
     "import-bad-reference": Case(("import", "UPPER/Case", "--name", PROFILE), REGISTRY, code=2),
     "import-digest-63": Case(("import", f"{CLOSED}/a/b@{DIGEST_63}", "--name", PROFILE, "--no-check"), REGISTRY,
