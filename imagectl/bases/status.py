@@ -17,6 +17,9 @@ from .naming import MatrixBase, team_copy, upstream
 # current: upstream names the pinned digest; moved: another one (a rebuild with fixes); gone: no such tag any more;
 # unpinned: the team holds no copy to compare with; unreachable: upstream could not be asked (``error``)
 UpstreamState = Literal["current", "moved", "gone", "unpinned", "unreachable"]
+# held: the team copy's tag and all it names are there; incomplete: the tag is, a child manifest is not; missing: no
+# team copy; unknown: the team registry could not be read; no-registry: no [registry] url to keep copies in
+TeamState = Literal["held", "incomplete", "missing", "unknown", "no-registry"]
 
 
 @dataclass(frozen=True)
@@ -33,11 +36,31 @@ class BaseStatus:
     eol: EndOfLife
     errors: tuple[str, ...] = ()
 
+    @property
+    def team_state(self) -> TeamState:
+        """What the team registry holds of the base (see :func:`team_state`)."""
+        unread = any(error.startswith("team copy:") for error in self.errors)
+        return team_state(configured=self.team_copy is not None, readable=not unread, pinned=self.pinned,
+                          held=self.held)
+
     def as_dict(self) -> dict[str, object]:
         """The JSON shape (see README, ``bases status``)."""
-        return {"base": self.base.public.familiar, "team_copy": self.team_copy, "pinned": self.pinned,
-                "held": self.held, "upstream_digest": self.upstream_digest, "upstream": self.upstream,
-                "end_of_life": self.eol.as_dict(), "profiles": list(self.base.profiles), "errors": list(self.errors)}
+        return {"base": self.base.public.familiar, "team_copy": self.team_copy, "team_state": self.team_state,
+                "pinned": self.pinned, "held": self.held, "upstream_digest": self.upstream_digest,
+                "upstream": self.upstream, "end_of_life": self.eol.as_dict(), "profiles": list(self.base.profiles),
+                "errors": list(self.errors)}
+
+
+def team_state(*, configured: bool, readable: bool, pinned: str | None, held: bool) -> TeamState:
+    """What the team registry holds of a base: ``configured`` whether there is a team registry, ``readable``
+    whether it answered, ``pinned`` the digest its copy's tag names, ``held`` whether all of that is there (pure)."""
+    if not configured:
+        return "no-registry"
+    if not readable:
+        return "unknown"
+    if pinned is None:
+        return "missing"
+    return "held" if held else "incomplete"
 
 
 def upstream_state(pinned: str | None, now: str | None, *, reachable: bool = True) -> UpstreamState:

@@ -1,35 +1,46 @@
 """``imagectl bases sync``: copy each base, by digest and with every platform of an index and its referrers, from
-upstream (through ``[mirrors]``) into the team registry, registry to registry with imagectl's own client.
+upstream (through ``[mirrors]``) into the team registry, registry to registry with imagectl's own client (nothing is
+pulled through an engine).
+
+Blob by blob: a blob the team copy has is skipped; one the team registry holds in the repository of a profile built
+on the base (a pushed image carries its base's layers) is mounted from there; within one registry every blob is
+mounted from the upstream repository; the rest is streamed from a GET into an upload.
 
 Order, so a failure never leaves a tag naming something incomplete: blobs, then each child manifest by digest, then
 the index by digest (:func:`~imagectl.registry.copy.copy_image`), then the referrers, then the digest tag
-(``<tag>--<12 hex>``), and last the tag itself.  Two syncs at once write the same bytes; when upstream moves between
-them, the tag ends on one of the two digests and both stay reachable under their digest tags.
+(``<tag>--<12 hex>``), and last the tag itself.  Every write is safe against another sync at the same moment: blobs
+and manifests are put by digest (the same bytes, whoever writes them), referrers go under their own tags and into
+the referrers index by read, add, write, read back (:func:`~imagectl.registry.referrers.copy_referrers`), and both
+syncs write the same digest under the tag.  When upstream moves between two syncs the tag ends on one of the two
+digests and both stay reachable under their digest tags.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
 
 from ..config import Config
-from ..errors import ImagectlError, InputError, NotFoundError
+from ..errors import AuthError, ImagectlError, InputError, NotFoundError
 from ..reference import Reference
 from ..registry.copy import Endpoint, copy_image
-from ..registry.manifest import Manifest
+from ..registry.manifest import Manifest, is_platform_entry, platform_name
+from ..registry.referrers import copy_referrers
 from .clients import HostClients
 from .naming import MatrixBase, digest_tag, team_copy, upstream
-from .referrers import copy_referrers
 
 NO_REGISTRY = "bases sync: no team registry configured ([registry] url or IMAGECTL_REGISTRY_URL)"
 SyncAction = Literal["copied", "unchanged", "gone", "failed"]
+MOUNT_CANDIDATES = 3  # profile repositories asked per blob before streaming it across
 
 
 @dataclass(frozen=True)
 class SyncResult:
     """What ``bases sync`` did for one base: ``copied`` (the team tag now pins ``digest``; ``previous`` is what it
     pinned before, if anything), ``unchanged`` (it already did), ``gone`` (upstream has no such tag; the team copy
-    keeps ``digest``) or ``failed`` (``error``)."""
+    keeps ``digest``) or ``failed`` (``error``).  ``blobs_copied`` counts blobs uploaded or mounted, ``mounted``
+    those of them mounted from a team repository."""
 
     base: str
     team_copy: str
@@ -38,6 +49,7 @@ class SyncResult:
     previous: str = ""
     platforms: tuple[str, ...] = ()
     blobs_copied: int = 0
+    mounted: int = 0
     referrers: int = 0
     error: str = ""
 
@@ -47,15 +59,16 @@ class SyncResult:
 
 
 def platforms_of(manifest: Manifest) -> tuple[str, ...]:
-    """``os/arch[/variant]`` of each child of an index (entries without a platform, or ``unknown/unknown``
-    attestation manifests, left out); empty for a single image (pure).  Raises RegistryError if malformed."""
-    out = []
-    for child in manifest.children():
-        platform = child.platform or {}
-        words = [platform.get("os", ""), platform.get("architecture", ""), platform.get("variant", "")]
-        if words[0] and words[0] != "unknown":
-            out.append("/".join(w for w in words if w))
-    return tuple(out)
+    """``os/arch[/variant]`` of each platform child of an index (attachments such as BuildKit's ``unknown/unknown``
+    attestation manifests left out); empty for a single image (pure).  Raises RegistryError if malformed."""
+    return tuple(name for child in manifest.children() if is_platform_entry(child)
+                 and (name := platform_name(child.platform)))
+
+
+def mount_candidates(base: MatrixBase, namespace: str) -> list[str]:
+    """The team repositories that may hold ``base``'s layers: those of the first profiles built on it
+    (``NAMESPACE/PROFILE``, beside the team copy) (pure)."""
+    return [f"{namespace}/{name}" for name in base.profiles[:MOUNT_CANDIDATES]]
 
 
 def sync_base(base: MatrixBase, config: Config, clients: HostClients) -> SyncResult:
@@ -64,38 +77,62 @@ def sync_base(base: MatrixBase, config: Config, clients: HostClients) -> SyncRes
     team = team_copy(base.public, config)
     if team is None:
         raise InputError(NO_REGISTRY)
-    result = SyncResult(base.public.familiar, str(team), "failed")
     try:
-        return _sync(base, team, config, clients, result)
+        return _sync(base, team, config, clients)
     except ImagectlError as exc:
-        return SyncResult(result.base, result.team_copy, "failed", error=str(exc))
+        return SyncResult(base.public.familiar, str(team), "failed", error=str(exc))
 
 
-def _sync(base: MatrixBase, team: Reference, config: Config, clients: HostClients,  # noqa: PLR0913
-          result: SyncResult) -> SyncResult:
+def _sync(base: MatrixBase, team: Reference, config: Config, clients: HostClients) -> SyncResult:
+    name, where = base.public.familiar, str(team)
     source_ref = upstream(base.public, config)
     before = clients.ask(team.domain, lambda c: c.head_manifest(team.path, base.tag))
     try:
         manifest = clients.ask(source_ref.domain, lambda c: c.get_manifest(source_ref.path, base.tag))
     except NotFoundError:
         if before is None:
-            return SyncResult(result.base, result.team_copy, "failed",
-                              error=f"{source_ref} is gone upstream and the team registry holds no copy")
-        return SyncResult(result.base, result.team_copy, "gone", before)
-    source = clients.ask(source_ref.domain, lambda c: c)
-    target = clients.ask(team.domain, lambda c: c)
-    src, dst = Endpoint(source, source_ref.path), Endpoint(target, team.path)
+            return SyncResult(name, where, "failed", error=f"{source_ref} is gone upstream and the team registry "
+                                                           "holds no copy")
+        return SyncResult(name, where, "gone", before)
+    src = Endpoint(clients.ask(source_ref.domain, lambda c: c), source_ref.path)
+    dst = Endpoint(clients.ask(team.domain, lambda c: c), team.path)
+    mounted = mount_from_team(src, dst, manifest, mount_candidates(base, config.namespace))
     report = copy_image(src, manifest.digest, dst)
-    referrers = copy_referrers(src, dst, [manifest.digest, *(c.digest for c in manifest.children())])
+    referrers = [*copy_referrers(src, manifest.digest, dst),
+                 *(r for child in manifest.children() for r in copy_referrers(src, child.digest, dst))]
     keep = digest_tag(base.tag, manifest.digest)
     if keep:
-        target.put_manifest(team.path, keep, manifest)
+        dst.client.put_manifest(team.path, keep, manifest)
     if before != manifest.digest:
-        target.put_manifest(team.path, base.tag, manifest)
+        dst.client.put_manifest(team.path, base.tag, manifest)
     action: SyncAction = "unchanged" if before == manifest.digest else "copied"
     previous = before if before and before != manifest.digest else ""
-    return SyncResult(result.base, result.team_copy, action, manifest.digest, previous, platforms_of(manifest),
-                      len(report.uploaded) + len(report.mounted), len(referrers))
+    return SyncResult(name, where, action, manifest.digest, previous, platforms_of(manifest),
+                      len(report.uploaded) + len(report.mounted) + len(mounted), len(mounted), len(referrers))
+
+
+def mount_from_team(source: Endpoint, target: Endpoint, manifest: Manifest, candidates: Sequence[str]) -> list[str]:
+    """Mount into ``target`` each blob of ``manifest`` (and of an index's children) it lacks from the first of the
+    team registry's repositories ``candidates`` that holds it; returns the digests mounted.  Nothing is tried within
+    one registry (the copy mounts from the source itself there).  Raises AuthError if refused, RegistryError
+    otherwise."""
+    if not candidates or source.client.host == target.client.host:
+        return []
+    manifests = [manifest, *(source.client.get_manifest(source.repository, c.digest) for c in manifest.children())]
+    mounted: list[str] = []
+    for blob in {b.digest: b for m in manifests for b in m.blobs()}.values():
+        if target.client.blob_exists(target.repository, blob.digest):
+            continue
+        if any(_mount(target, blob.digest, repo) for repo in candidates):
+            mounted.append(blob.digest)
+    return mounted
+
+
+def _mount(target: Endpoint, digest: str, repository: str) -> bool:
+    try:
+        return target.client.mount_blob(target.repository, digest, repository)
+    except (AuthError, NotFoundError):  # a profile repository not there, or not ours to read
+        return False
 
 
 def sync_bases(bases: list[MatrixBase], config: Config) -> list[SyncResult]:

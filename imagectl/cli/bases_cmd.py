@@ -7,7 +7,9 @@ import click
 from ..bases.naming import MatrixBase, matrix_bases
 from ..bases.status import BaseStatus, bases_status
 from ..bases.sync import NO_REGISTRY, SyncResult, sync_bases
+from ..config import Config
 from ..errors import InputError
+from ..matrix.model import Profile
 from ..matrix.names import resolvable_profiles
 from ..tags.naming import short_digest
 from .app import echo_json, json_option, profile_argument, workspace
@@ -94,11 +96,34 @@ def _say_errors(found: list[BaseStatus], secrets: tuple[str, ...]) -> None:
         say(f"imagectl: {bases[0]}{more}: {' and '.join(parts)}: {message}", secrets)
 
 
+def upstream_warnings(found: list[BaseStatus]) -> list[str]:
+    """One warning line per base that moved or is gone upstream, and one per distinct error of the upstream
+    registries that could not be asked (pure)."""
+    what = {"moved": "moved upstream (a rebuild with fixes: 'imagectl bases sync' takes it)",
+            "gone": "is gone upstream"}
+    out: list[str] = []
+    unasked: dict[str, list[str]] = {}
+    for s in found:
+        if s.upstream in what:
+            held = f"; the team copy pins {short_digest(s.pinned)}" if s.pinned else "; the team holds no copy"
+            out.append(f"warning: base {s.base.public.familiar} {what[s.upstream]} ({len(s.base.profiles)} profiles"
+                       f"{held}); see 'imagectl bases status'")
+        for error in s.errors if s.upstream == "unreachable" else ():
+            unasked.setdefault(error.partition(": ")[2], []).append(s.base.public.familiar)
+    for error, bases in unasked.items():
+        more = f" and {len(bases) - 1} more" if len(bases) > 1 else ""
+        out.append(f"warning: could not ask upstream about base {bases[0]}{more}: {error}")
+    return out
+
+
+def warn_upstream(profiles: list[Profile], config: Config) -> None:
+    """``list --upstream``: :func:`upstream_warnings` of the bases of ``profiles`` on stderr (never failing)."""
+    for line in upstream_warnings(bases_status(matrix_bases(profiles), config)):
+        say(line, config.secret_values)
+
+
 def _status_row(s: BaseStatus) -> dict[str, object]:
-    unread = any(error.startswith("team copy:") for error in s.errors)
-    team = ("no registry" if s.team_copy is None else "unknown" if unread else "held" if s.held
-            else "missing" if s.pinned else "none")
     eol = s.eol.as_dict()
-    return {"base": s.base.public.familiar, "team_copy": team, "pinned": short_digest(s.pinned),
+    return {"base": s.base.public.familiar, "team_copy": s.team_state, "pinned": short_digest(s.pinned),
             "upstream": s.upstream, "end_of_life": f"EOL since {eol['since']}" if s.eol.status == "eol" else "no",
             "profiles": len(s.base.profiles)}

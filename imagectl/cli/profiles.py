@@ -26,10 +26,13 @@ python_option_filter = click.option("--python", metavar="X.Y", help="Only profil
                                                    "linux/amd64).")
 @click.option("--newest", is_flag=True, help="Only each framework's newest minor line (each line shows its newest "
                                              "patch anyway).")
+@click.option("--upstream", is_flag=True, help="Also ask the registries whether the listed profiles' bases moved "
+                                               "or are gone upstream (a request or two per base; warnings only).")
 @json_option
 @click.pass_context
 def cmd_list(ctx: click.Context, framework: str | None, cuda: str | None, python: str | None,  # noqa: PLR0913
-             flavor: str | None, platform: str | None, newest: bool, as_json: bool) -> None:  # (one per option)
+             flavor: str | None, platform: str | None, newest: bool, upstream: bool,  # (one per option)
+             as_json: bool) -> None:
     """List the profiles of the matrix (each minor line's newest patch), optionally filtered."""
     ws = workspace(ctx)
     cuda = cuda if cuda is None else check_version(cuda, "--cuda")
@@ -46,6 +49,10 @@ def cmd_list(ctx: click.Context, framework: str | None, cuda: str | None, python
     if past:  # from the matrix's data alone: list asks no registry (bases status does)
         say(f"warning: {sum(1 for r in rows if r['end_of_life'])} profiles are on bases past end of life (CUDA "
             f"{', '.join(past)}); see 'imagectl bases status'")
+    if upstream:  # registry requests: only when asked (imported here so that a plain list needs no HTTP client)
+        from .bases_cmd import warn_upstream
+
+        warn_upstream(profiles, ws.config)
 
 
 @click.command("show")

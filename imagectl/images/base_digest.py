@@ -4,7 +4,9 @@
 With ``[registry] url`` set and the team copy's tag present (``imagectl bases sync`` wrote it), the build pulls the
 base from the team copy, pinned to the digest that tag names, and warns when the upstream tag has moved on (a rebuild
 with fixes: ``bases sync`` takes it) or is gone, or upstream cannot be asked.  Without a team copy the digest is what
-the upstream tag names now (one request through the mirror), else the engine's copy of the image.
+the upstream tag names now (one request through the mirror), else the engine's copy of the image.  A base already
+pinned to a digest (``rebuild`` from an image's labels) is pulled from the team copy when that holds the digest.
+The build key is the same wherever the base is pulled from (:func:`~imagectl.images.plan.plan_build`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..bases.custody import TeamPin, team_pin
-from ..bases.naming import public_of
+from ..bases.naming import public_of, team_copy
 from ..config import Config
 from ..engine import Engine
 from ..errors import BuildError, ImagectlError
@@ -35,7 +37,7 @@ def resolve_base_digest(base: Reference, config: Config, engine: Engine) -> Reso
     """Pin ``base`` (as pulled: through the mirrors) for a build (see the module docstring).  Raises BuildError
     when neither the team copy, its registry, nor the engine knows it."""
     if base.digest:
-        return ResolvedBase(base.digest)
+        return resolve_pinned_base(base, base.digest, config)
     public = public_of(base, config.mirrors)
     pin = team_pin(public, config)
     registry_error: ImagectlError | None = None
@@ -55,6 +57,22 @@ def resolve_base_digest(base: Reference, config: Config, engine: Engine) -> Reso
         return ResolvedBase(known, notes=notes)
     why = f": {registry_error}" if registry_error else " (its registry has no such tag)"
     raise BuildError(f"base image {base} cannot be resolved to a digest{why}; {mirror_hint(base, config)}", "base")
+
+
+def resolve_pinned_base(base: Reference, digest: str, config: Config) -> ResolvedBase:
+    """``base`` (as pulled) pinned to ``digest`` (``rebuild``'s labelled base, a ``--base`` named by digest): from
+    the team copy when the team registry holds that digest (one HEAD), so it still builds after upstream deleted it;
+    else as named.  Raises nothing of imagectl's own: a team registry that cannot be read is a note."""
+    public = public_of(base, config.mirrors)
+    team = team_copy(public, config)
+    if team is None:
+        return ResolvedBase(digest)
+    try:
+        with client_for(team.domain, config.insecure_hosts, config.registry_timeout) as client:
+            held = client.head_manifest(team.path, digest) is not None
+    except ImagectlError as exc:
+        return ResolvedBase(digest, notes=(f"base {public.familiar}: the team copy {team} cannot be read ({exc})",))
+    return ResolvedBase(digest, team if held else None)
 
 
 def custody_notes(public: Reference, pin: TeamPin, upstream: str | None,

@@ -43,6 +43,7 @@ from ..registry.client import RegistryClient
 from ..registry.manifest import LAYER_COMPRESSION, Manifest, parse_image_config, pick_platform
 from ..render.context import LOCK_PATH
 from ..tags.naming import moving_reference
+from .base_digest import resolve_pinned_base
 from .builder import engine_build
 from .compare_image import Comparison, LayoutSource, RegistrySource, compare_images, decompressed, layer_history
 from .plan import BuildOptions, BuildRequest, Plan, plan_build
@@ -176,7 +177,7 @@ def _plan(inputs: RebuildInputs, lock: Lock, matrix: Matrix, config: Config, loc
     (lock_dir / f"{profile_lock_id(profile)}.txt").write_text(lock.text, encoding="utf-8")
     pinned = replace(config, lock_dirs=(lock_dir, *config.lock_dirs))
     request = BuildRequest(profile, BuildOptions(no_cache=True))  # a layer the cache served would prove nothing
-    plan = plan_build(request, pinned, lambda base: inputs.base_digest, Trace(log))
+    plan = plan_build(request, pinned, lambda base: resolve_pinned_base(base, inputs.base_digest, config), Trace(log))
     if plan.lock.lock.sha256 != inputs.lock_sha256:
         raise InputError(f"the plan installs lock {plan.lock.lock.sha256[:12]}, not the image's "
                          f"{inputs.lock_sha256[:12]}")

@@ -346,6 +346,10 @@ CASES: dict[str, Case] = {
     "bases-unknown-profile": Case(("bases", "status", "nope-9.9-cu999"), code=2),
     "bases-sync-registry-down": Case(("bases", "sync", PROFILE), REGISTRY, code=1),
     "bases-status-registry-down": Case(("bases", "status", PROFILE), REGISTRY, code=1),
+    "bases-status-json-registry-down": Case(("bases", "status", PROFILE, "--json"), REGISTRY, code=1),
+    "bases-sync-unknown-profile": Case(("bases", "sync", "nope-9.9-cu999"), REGISTRY, code=2),
+    "bases-no-subcommand-flag": Case(("bases", "--bogus"), code=2),
+    "list-upstream-takes-no-value": Case(("list", "--upstream=yes"), code=2),
     # rebuild
     "rebuild-without-compare": Case(("rebuild", PROFILE), REGISTRY, code=2),
     "rebuild-unknown-name": Case(("rebuild", "nope-9.9-cu999", "--compare"), REGISTRY, code=2),
