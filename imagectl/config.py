@@ -38,7 +38,8 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
             "trusted_hosts": ("hosts", "pip_trusted_hosts"), "timeout": ("seconds", "pip_timeout")},
     "apt": {"mirror": ("url", "apt_mirror")},
     "build": {"network": ("network", "build_network"), "ca_bundle": ("file", "ca_bundle"),
-              "args": ("args", "build_args"), "engine": ("engine", "build_engine")},
+              "args": ("args", "build_args"), "engine": ("engine", "build_engine"),
+              "platforms": ("platforms", "build_platforms")},
     "paths": {"matrices": ("dirs", "matrix_dirs"), "templates": ("dirs", "template_dirs"),
               "context": ("dirs", "context_dirs"), "locks": ("dirs", "lock_dirs")},
     "lock": {"as_of": ("as_of", "lock_as_of"), "grace_days": ("days", "lock_grace_days")},
@@ -66,6 +67,7 @@ class Config:
     ca_bundle: Path | None = None
     build_args: Mapping[str, str] = field(default_factory=dict)
     build_engine: str = "docker"  # ENGINES; auto takes buildah where it is installed, else Docker (opt-in for now)
+    build_platforms: tuple[str, ...] = ()  # what build makes by default, as written (the CLI checks them); (): the host
     matrix_dirs: tuple[Path, ...] = ()
     template_dirs: tuple[Path, ...] = ()
     context_dirs: tuple[Path, ...] = ()
@@ -173,7 +175,7 @@ def _env_overrides(env: Mapping[str, str], cwd: Path) -> dict[tuple[str, str], t
 
 
 def _from_env(text: str, kind: str) -> Any:
-    if kind in ("indexes", "hosts", "dirs"):
+    if kind in ("indexes", "hosts", "dirs", "platforms"):
         return [part.strip() for part in text.split(",") if part.strip()]
     if kind == "bool":  # a word that is none of these stays text, which _as_bool refuses
         return _ENV_BOOLS.get(text.strip().lower(), text)
@@ -283,6 +285,16 @@ def _as_engine(value: Any, _base: Path) -> str:
     return value
 
 
+def _as_platforms(value: Any) -> tuple[str, ...]:
+    """A non-empty list of platform names as written (``linux/arm64``); which are platforms imagectl builds is the
+    matrix's fact, checked where a build reads them (imagectl.images.platforms)."""
+    items = _as_list(value)
+    if not items or not all(isinstance(item, str) and item.strip() for item in items):
+        raise ValidationError(f"expected a non-empty list of platforms such as [\"linux/amd64\", \"linux/arm64\"], "
+                              f"got {str(value)[:60]!r}")
+    return tuple(item.strip() for item in items)
+
+
 def _as_compression(value: Any, _base: Path) -> str:
     if value not in COMPRESSIONS:
         raise ValidationError(f"{str(value)[:40]!r} is not one of {', '.join(COMPRESSIONS)}")
@@ -352,6 +364,7 @@ _CONVERTERS = {
     "network": _as_network,
     "compression": _as_compression,
     "engine": _as_engine,
+    "platforms": lambda v, b: _as_platforms(v),
     "file": _as_file,
     "dirs": _as_dirs,
     "args": _as_args,

@@ -11,14 +11,18 @@ from typing import Any, Callable, Sequence
 
 import click
 
+from ..config import Config
+from ..engine import Engine
 from ..engine.select import engine_for
 from ..errors import InputError
 from ..grammar import check_python, check_token
 from ..images.builder import BuildResult, build_many, plan_many
 from ..images.plan import BuildOptions, BuildRequest
+from ..images.platforms import chosen_platforms, normalized_platforms, parse_platforms, refuse_unbuildable, this_host
 from ..images.tester import check_image
 from ..junit import write_junit, write_report
 from ..matrix.listing import profile_notes
+from ..matrix.model import Profile
 from ..matrix.names import list_profiles
 from .live_display import LiveDisplay, plain_sink
 from ..redact import redact
@@ -104,6 +108,9 @@ def _emit(document: dict[str, Any], as_json: bool, metadata_file: str | None, te
               help="Repository suffix for an image with extras (default: x + a hash of them).")
 @click.option("--gpu-check", "--gpu", "gpu_check", is_flag=True,
               help="Also run the GPU part of the in-image check (--gpu: the former name).")
+@click.option("--platform", "platform_list", metavar="P1[,P2]",
+              help="Platforms to build (linux/amd64, linux/arm64; default: [build] platforms, else this host's); "
+                   "several make one image index.")
 @click.option("--progress", "progress", type=click.Choice(PROGRESS_MODES), default="auto", show_default=True,
               help="plain: timestamped lines; auto: a live display on a terminal, else plain; quiet: none.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output (--progress=quiet).")
@@ -115,8 +122,8 @@ def _emit(document: dict[str, Any], as_json: bool, metadata_file: str | None, te
 def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs: int,  # noqa: PLR0913 (click
               push: bool, python: str | None, no_cache: bool, force: bool,  # passes one parameter per option)
               extras: tuple[str, ...], requirements_file: str | None, base: str | None, suffix: str | None,
-              gpu_check: bool, progress: str, quiet: bool, as_json: bool, metadata_file: str | None,
-              plan: bool) -> int:
+              gpu_check: bool, platform_list: str | None, progress: str, quiet: bool, as_json: bool,
+              metadata_file: str | None, plan: bool) -> int:
     """Build the profiles NAMES (e.g. torch-2.3-cu121), check them, tag them and push them."""
     ws = workspace(ctx)
     if not names and not build_all:
@@ -134,8 +141,8 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
         click.echo(note, err=True)  # an unverified build, companions not released: said before it starts
     options = BuildOptions(extras=extras, base=base, suffix=suffix, force=force, no_cache=no_cache,
                            gpu_check=gpu_check)
-    requests = [BuildRequest(profile, options) for profile in profiles]
     engine, secrets = engine_for(ws.config), ws.config.secret_values
+    requests = _requests(profiles, options, platform_list, ws.config, engine, every=build_all)
     if plan:
         entries = plan_many(requests, ws.config, engine)
         _emit(plan_document(entries, secrets), as_json, metadata_file, lambda: plan_table(entries, secrets))
@@ -148,6 +155,26 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
     _emit(build_document(results, secrets), as_json, metadata_file, lambda: summary_table(results))
     _report_failures(results, secrets, streamed=shown.streamed)
     return max((r.exit_code or 1 for r in results if r.status == "failed"), default=0)
+
+
+def _requests(profiles: Sequence[Profile], options: BuildOptions, platform_list: str | None,  # noqa: PLR0913
+              config: Config, engine: Engine, *, every: bool) -> list[BuildRequest]:
+    """One request per profile with the platforms it is built for (see :mod:`imagectl.images.platforms`); raises
+    InputError for a platform that is not one, that a profile has no wheels for, several without a registry or a
+    foreign one with the Docker engine, OperationError for a foreign one this host cannot emulate."""
+    asked = parse_platforms(platform_list) if platform_list is not None else ()
+    configured = normalized_platforms(config.build_platforms, "[build] platforms") if config.build_platforms else ()
+    host, requests = this_host(), []
+    for profile in profiles:
+        platforms = chosen_platforms(profile, asked, configured, host, every=every)
+        if len(platforms) > 1 and not config.registry_url:
+            raise InputError(f"build --platform {','.join(platforms)}: an image index needs a registry ([registry] "
+                             "url or IMAGECTL_REGISTRY_URL)")
+        if any(p != host for p in platforms):
+            refuse_unbuildable(platforms, host, engine.name)
+        alone = bool(asked) and len(platforms) == 1 and len(profile.platforms) > 1  # one of several: for `index`
+        requests.append(BuildRequest(profile, options, platforms, moves_latest=not alone))
+    return requests
 
 
 def _report_failures(results: Sequence[BuildResult], secrets: Sequence[str], *, streamed: bool) -> None:

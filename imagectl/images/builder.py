@@ -25,14 +25,14 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ..config import Config
 from ..engine import Engine, EngineBuild, LineSink
 from ..errors import BuildError, ExtrasConflictError, ImagectlError, InputError, OperationError
 from ..evidence.attach import BuiltImage, attest_build
-from ..imagecheck.run import run_check
+from ..imagecheck.run import CheckRun, run_check
 from ..labels import BUILD_KEY, ENGINE
 from ..lock.store import LockOrigin
 from ..progress.heartbeat import Heartbeat
@@ -46,11 +46,25 @@ from .base_digest import resolve_base_digest
 from .context_dirs import build_context, sweep_contexts
 from .context_write import write_context
 from .immutable import existing_immutable, image_of
+from .platforms import check_mode, index_key, this_host
 from .trace import Trace
 from .plan import BuildRequest, DigestOf, Plan, plan_build
 
 BuildStatus = Literal["built", "reused", "failed"]
 PlanAction = Literal["reuse", "build", "refused"]
+
+
+@dataclass(frozen=True)
+class PlatformResult:
+    """One platform's image of a build: its platform, manifest digest ("" until pushed, or without a registry),
+    engine id, how its check ran (:meth:`~.platforms.CheckMode.describe`: ``native``, ``emulated by
+    qemu-aarch64``) and how long it took (None: it did not run here, a reused image)."""
+
+    platform: str
+    digest: str = ""
+    image_id: str = ""
+    check: str = ""
+    check_seconds: float | None = None
 
 
 @dataclass
@@ -79,6 +93,7 @@ class BuildResult:
     engine: str = ""  # the engine that built it ("" for a reused image)
     reproducible: bool | None = None  # whether that engine builds reproducibly (None: nothing was built)
     pushed_bytes: int | None = None  # the blob bytes the push sent (None: nothing pushed)
+    platforms: list[PlatformResult] = field(default_factory=list)  # each platform's image (an index: several)
 
 
 @dataclass(frozen=True)
@@ -94,19 +109,24 @@ class PlanEntry:
     reason: str = ""
 
 
+_NOT_MOVED = (f"{MOVING_TAG} not moved: an image of one platform ({{platform}}) of several, for "
+              "'imagectl index' to assemble (or build every platform at once: --platform P1,P2)")
+
+
 def base_resolver(config: Config, engine: Engine) -> DigestOf:
     """How ``build`` and ``build --plan`` pin a base: one HEAD at its registry, else the engine's copy."""
     return lambda base: resolve_base_digest(base, config, engine)
 
 
-def plan_entry(plan: Plan, store: TagStore) -> PlanEntry:
+def plan_entry(plan: Plan, store: TagStore, plans: Sequence[Plan] = ()) -> PlanEntry:
     """What :func:`build_one` would do with ``plan``: reuse the image with its build key (one tag listing), unless
-    ``--force``, else build it."""
+    ``--force``, else build it.  With several ``plans`` (one per platform) the key is their index's."""
     name = _short_name(plan.repository)
-    tag = None if plan.request.options.force else store.tag_with_key(plan.key)
+    key = index_key({p.platform: p.key for p in plans}) if len(plans) > 1 else plan.key
+    tag = None if plan.request.options.force else store.tag_with_key(key)
     if tag is not None:
-        return PlanEntry(name, "reuse", plan.repository.familiar, tag=tag, key=plan.key)
-    return PlanEntry(name, "build", plan.repository.familiar, key=plan.key)
+        return PlanEntry(name, "reuse", plan.repository.familiar, tag=tag, key=key)
+    return PlanEntry(name, "build", plan.repository.familiar, key=key)
 
 
 def plan_many(requests: Sequence[BuildRequest], config: Config, engine: Engine) -> list[PlanEntry]:
@@ -116,8 +136,9 @@ def plan_many(requests: Sequence[BuildRequest], config: Config, engine: Engine) 
     entries = []
     for request in requests:
         try:
-            plan = plan_build(request, config, base_resolver(config, engine), Trace())
-            entries.append(plan_entry(plan, open_tag_store(plan.repository, config, engine)))
+            plans = [plan_build(request, config, base_resolver(config, engine), Trace(), platform)
+                     for platform in request.platforms]
+            entries.append(plan_entry(plans[0], open_tag_store(plans[0].repository, config, engine), plans))
         except ImagectlError as exc:
             entries.append(PlanEntry(request.profile.name, "refused", reason=str(exc)))
     return entries
@@ -133,6 +154,11 @@ def build_one(plan: Plan, config: Config, engine: Engine, trace: Trace) -> Build
             result = _reuse(plan, store, trace.log, local=not config.registry_url)
     if result is None:
         result = _build(plan, store, config, engine, trace)
+    return _finish(plan, result)
+
+
+def _finish(plan: Plan, result: BuildResult) -> BuildResult:
+    """``result`` with the repository, lock and base notes of ``plan`` (of an index: its first platform's)."""
     result.repository = plan.repository.familiar
     result.lock_sha256, result.lock_origin = plan.lock.lock.sha256, plan.lock.origin
     result.notes[:0] = plan.notes  # the base's warnings (end of life, moved or gone upstream) first
@@ -140,13 +166,21 @@ def build_one(plan: Plan, config: Config, engine: Engine, trace: Trace) -> Build
 
 
 def _reuse(plan: Plan, store: TagStore, log: LineSink, *, local: bool) -> BuildResult | None:
-    tag = store.tag_with_key(plan.key)
+    return reuse_key(plan.key, plan.repository, store, log, local=local, moves_latest=plan.request.moves_latest)
+
+
+def reuse_key(key: str, repo: Reference, store: TagStore, log: LineSink, *, local: bool,  # noqa: PLR0913
+              moves_latest: bool = True) -> BuildResult | None:
+    """The ``reused`` result of the image (or index) with build key ``key`` in ``store``, its moving tag moved onto
+    it where the moving tag does not exist yet (and ``moves_latest``); None when there is none."""
+    tag = store.tag_with_key(key)
     if tag is None:
         return None
-    repo = plan.repository
     target = store.digest(tag) or ""
-    log(f"reusing {repo.familiar}:{tag}: an image with build key {plan.key[:10]} exists")
+    log(f"reusing {repo.familiar}:{tag}: an image with build key {key[:10]} exists")
     result = BuildResult(_short_name(repo), "reused", tag, target, image_id=target if local else "")
+    if not moves_latest:
+        return result
     current = store.digest(MOVING_TAG)
     if current is None:
         _note(result, guarded_move(store, MOVING_TAG, target, tag, None, "build"))
@@ -176,17 +210,33 @@ def engine_build(plan: Plan, config: Config, engine: Engine, trace: Trace) -> tu
         pip = PipLog()
         with Heartbeat(log, "building", pip=pip) as beat:
             spec = EngineBuild({BUILD_KEY: plan.key, ENGINE: engine.name}, config.build_network, config.build_args,
-                               no_cache=plan.request.options.no_cache, source_date_epoch=plan.source_date_epoch)
+                               no_cache=plan.request.options.no_cache, source_date_epoch=plan.source_date_epoch,
+                               platform=None if plan.platform == this_host() else plan.platform)
             image_id = engine.build(tmp, spec, beat.sink)
     return image_id, pip
+
+
+def check_built(plan: Plan, config: Config, engine: Engine, image_id: str, trace: Trace) -> tuple[CheckRun,
+                                                                                                  PlatformResult]:
+    """Run the in-image check of ``plan``'s freshly built image, natively or under QEMU (:func:`check_mode`), and
+    say which and how long it took; raises BuildError (step ``check``) when it fails or cannot run here (an image
+    that was not checked is never tagged)."""
+    log, mode = trace.log, check_mode(plan.platform, this_host())
+    if mode.how == "not checked":
+        raise BuildError(f"{mode.describe()}: this host has no QEMU handler for it in binfmt_misc", "check")
+    started = time.monotonic()
+    with trace.timed("check"), Heartbeat(log, "checking") as beat:
+        log(f"checking {short_digest(image_id)} ({plan.platform}, {mode.describe()}) in a container")
+        checked = run_check(engine, image_id, config.build_network, beat.sink, gpu=plan.request.options.gpu_check)
+    seconds = round(time.monotonic() - started, 1)
+    log(f"check: {plan.platform} ran {mode.describe()} in {seconds:.1f} s")
+    return checked, PlatformResult(plan.platform, image_id=image_id, check=mode.describe(), check_seconds=seconds)
 
 
 def _build(plan: Plan, store: TagStore, config: Config, engine: Engine, trace: Trace) -> BuildResult:
     repo, publish, log = plan.repository, bool(config.registry_url), trace.log
     image_id, pip = engine_build(plan, config, engine, trace)
-    with trace.timed("check"), Heartbeat(log, "checking") as beat:
-        log(f"checking {short_digest(image_id)} in a container")
-        checked = run_check(engine, image_id, config.build_network, beat.sink, gpu=plan.request.options.gpu_check)
+    checked, platform = check_built(plan, config, engine, image_id, trace)
     with trace.timed("tag"):
         tag = immutable_tag(plan.request.profile, plan.key, image=image_id)
         try:
@@ -203,11 +253,14 @@ def _build(plan: Plan, store: TagStore, config: Config, engine: Engine, trace: T
     elif publish:
         log(f"{repo.familiar}:{tag} already names this image ({short_digest(existing)}): not pushed again")
     attested = attest_build(plan, config, engine, BuiltImage(image_id, target, checked), trace)  # SBOM, provenance
+    result = BuildResult(_short_name(repo), "built", tag, target, image_id=image_id, notes=attested,
+                         downloads=list(pip.downloads), engine=engine.name, reproducible=engine.reproducible,
+                         pushed_bytes=pushed_bytes, platforms=[replace(platform, digest=target if publish else "")])
+    if not plan.request.moves_latest:
+        result.notes.append(_NOT_MOVED.format(platform=plan.platform))
+        return result
     with trace.timed("tag"):
-        moved = guarded_move(store, MOVING_TAG, target, tag, store.digest(MOVING_TAG), "build")
-    result = _note(BuildResult(_short_name(repo), "built", tag, target, image_id=image_id, notes=attested,
-                               downloads=list(pip.downloads), engine=engine.name, reproducible=engine.reproducible,
-                               pushed_bytes=pushed_bytes), moved)
+        _note(result, guarded_move(store, MOVING_TAG, target, tag, store.digest(MOVING_TAG), "build"))
     try:  # the registry's moving tag has moved: the local copy is a convenience, not a reason to fail
         if publish:
             engine.tag(image_id, repo.familiar, MOVING_TAG)
@@ -243,6 +296,7 @@ class _Job:
     repository: str = ""
     started: float = field(default_factory=time.monotonic)
     plan: Plan | None = None
+    plans: tuple[Plan, ...] = ()  # one per platform (the first is ``plan``)
     conflict: ExtrasConflictError | None = None
     result: BuildResult | None = None
 
@@ -274,7 +328,9 @@ def build_many(requests: Sequence[BuildRequest], config: Config, engine: Engine,
 def _plan_job(job: _Job, config: Config, engine: Engine) -> None:
     """Plan ``job`` in place: its plan, its conflicting extra, or its failed result."""
     try:
-        job.plan = plan_build(job.request, config, base_resolver(config, engine), job.trace)
+        job.plans = tuple(plan_build(job.request, config, base_resolver(config, engine), job.trace, platform)
+                          for platform in job.request.platforms)
+        job.plan = job.plans[0]
     except ExtrasConflictError as exc:
         job.conflict = exc
     except ImagectlError as exc:
@@ -285,7 +341,12 @@ def _build_job(job: _Job, config: Config, engine: Engine) -> BuildResult:
     """Build ``job``'s plan (or return its planning failure), with its phases and its seconds since it started."""
     if job.plan is not None:
         try:
-            job.result = build_one(job.plan, config, engine, job.trace)
+            if len(job.plans) > 1:
+                from .multiplatform import build_index  # it builds on this module
+
+                job.result = _finish(job.plan, build_index(job.plans, config, engine, job.trace))
+            else:
+                job.result = build_one(job.plan, config, engine, job.trace)
         except ImagectlError as exc:
             job.result = _failed(job, exc)
     result = job.result

@@ -23,7 +23,7 @@ from ..lock.extras import lock_extras
 from ..lock.lockfile import Lock
 from ..lock.make import ChosenLock, lock_for_build
 from ..lock.target import target_for
-from ..matrix.model import Profile
+from ..matrix.model import AMD64, Profile
 from ..reference import Reference, parse_reference
 from ..render.context import NETRC_FILE
 from ..render.dockerfile import context_files
@@ -56,6 +56,8 @@ class BuildRequest:
 
     profile: Profile
     options: BuildOptions = BuildOptions()
+    platforms: tuple[str, ...] = (AMD64,)  # one image each; several: an OCI image index of them
+    moves_latest: bool = True  # False: one platform of several (--platform), an image for `imagectl index`
 
     @property
     def repository_name(self) -> str:
@@ -85,6 +87,7 @@ class Plan:
     repository: Reference
     netrc: bytes = field(default=b"", repr=False)
     notes: tuple[str, ...] = ()  # warnings about the base (end of life, moved or gone upstream), as build shows them
+    platform: str = AMD64  # the OCI platform of the image (its lock is that platform's)
 
     def context(self) -> dict[str, bytes]:
         """Every file of the build context, the netrc of index credentials included."""
@@ -121,22 +124,25 @@ def base_eol_notes(spec: ImageSpec) -> tuple[str, ...]:
     return (f"base {spec.public_base.familiar}: {end_of_life(toolkit).line()} (see 'imagectl bases status')",)
 
 
-def plan_build(request: BuildRequest, config: Config, digest_of: DigestOf, trace: Trace) -> Plan:
-    """Plan ``request`` (see the module docstring), logging and timing the phases ``resolve``, ``lock`` and
-    ``render`` into ``trace``.
+def plan_build(request: BuildRequest, config: Config, digest_of: DigestOf, trace: Trace,
+               platform: str | None = None) -> Plan:
+    """Plan ``request`` for ``platform`` (default: its first) (see the module docstring), logging and timing the
+    phases ``resolve``, ``lock`` and ``render`` into ``trace``.
 
     Raises BuildError when the base cannot be resolved, ExtrasConflictError for an extra that names a locked
     package at another version, InputError (a bad template, an extra the lock cannot take, a lock file that
     cannot be read), OperationError (the index or the resolver)."""
     profile, options = request.profile, request.options
+    platform = platform or request.platforms[0]
     user_base = parse_reference(options.base) if options.base else None
     wanted = ImageSpec(profile, extras=options.extras, user_base=user_base,
                        title=request.repository_name if options.extras else None)
     base = wanted.pulled_base(config.mirrors)
     trace.log(f"base image {base}")
     with trace.timed("lock"):  # first: a conflicting extra is refused before any registry or engine is asked
-        chosen = lock_for_build(profile, config, trace.log)
-        closure = lock_extras(options.extras, chosen.lock, target_for(profile, config)) if options.extras else ()
+        chosen = lock_for_build(profile, config, trace.log, platform=platform)
+        closure = (lock_extras(options.extras, chosen.lock, target_for(profile, config, platform))
+                   if options.extras else ())
         locked = replace(wanted, lock=chosen.lock, extras_lock=closure)
         if options.extras:
             added = sorted(f"{name}=={version}" for name, version in locked.added.items())
@@ -160,4 +166,4 @@ def plan_build(request: BuildRequest, config: Config, digest_of: DigestOf, trace
         key = build_key(key_files, digest, config.build_args, digests)
     netrc = files.pop(NETRC_FILE, b"")
     return Plan(request, spec, chosen, files, added_files, digests, key,
-                repository(request.repository_name, config), netrc, notes=notes)
+                repository(request.repository_name, config), netrc, notes=notes, platform=platform)
