@@ -23,6 +23,7 @@ from ..images.tester import check_image
 from ..junit import write_junit, write_report
 from ..matrix.listing import profile_notes
 from ..matrix.model import Profile
+from ..matrix.platforms import platform_name
 from ..matrix.names import list_profiles
 from .live_display import LiveDisplay, plain_sink
 from ..redact import redact
@@ -194,14 +195,20 @@ def _report_failures(results: Sequence[BuildResult], secrets: Sequence[str], *, 
 @profile_argument("target")
 @click.option("--gpu-check", "--gpu", "gpu", is_flag=True,
               help="Also run a CUDA operation and a one-process NCCL all-reduce (--gpu: the former name).")
+@click.option("--platform", metavar="PLATFORM",
+              help="Of a multi-platform image, run this platform's image (default: this host's; another runs under "
+                   "QEMU where binfmt_misc has a handler for it).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.option("--junit", metavar="FILE", type=click.Path(dir_okay=False), help="Also write JUnit XML.")
 @click.pass_context
-def cmd_test(ctx: click.Context, target: str, gpu: bool, as_json: bool, junit: str | None) -> int:
+def cmd_test(ctx: click.Context, target: str, gpu: bool, platform: str | None, as_json: bool,  # noqa: PLR0913
+             junit: str | None) -> int:
     """Run the in-image check of a profile's current image or of IMAGE."""
     ws = workspace(ctx)
+    platform = platform_name(platform) if platform is not None else None
     on_line = _line_sink(ws.config.secret_values) if not as_json else (lambda line: None)
-    image, findings = check_image(target, ws.matrix, ws.config, engine_for(ws.config), on_line, gpu=gpu)
+    image, findings = check_image(target, ws.matrix, ws.config, engine_for(ws.config), on_line, gpu=gpu,
+                                  platform=platform)
     if junit:
         cases = (
             (image, f.what, None if f.ok or f.severity != "error" else f"expected {f.expected}, found {f.actual}")

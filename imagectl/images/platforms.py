@@ -87,15 +87,16 @@ def chosen_platforms(profile: Profile, asked: tuple[str, ...], configured: tuple
     ``configured`` (``[build] platforms``; with ``every``, ``--all``, cut to the profile's platforms), else
     ``host``.  Raises InputError for a platform the profile's build has no CUDA wheels for."""
     if asked:
-        return _offered(profile, asked, "--platform")
+        return offered_platforms(profile, asked, "--platform")
     if configured:
         if every:
             return tuple(p for p in configured if p in profile.platforms) or (profile.platforms[0],)
-        return _offered(profile, configured, "[build] platforms")
-    return _offered(profile, (host,), f"this host's platform ({host}; --platform chooses another)")
+        return offered_platforms(profile, configured, "[build] platforms")
+    return offered_platforms(profile, (host,), f"this host's platform ({host}; --platform chooses another)")
 
 
-def _offered(profile: Profile, platforms: tuple[str, ...], what: str) -> tuple[str, ...]:
+def offered_platforms(profile: Profile, platforms: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """``platforms`` when ``profile``'s build has CUDA wheels for each; raises InputError naming ``what`` otherwise."""
     for platform in platforms:
         if platform not in profile.platforms:
             why = dict(profile.variant.platform_sources).get(platform)
