@@ -26,7 +26,7 @@ class _Root(click.Group):
         "check": "compat_cmd", "render": "render_cmd", "build": "building", "test": "building",
         "matrix": "matrix_cmd", "lock": "lock_cmd", "import": "import_cmd",
         "history": "tags_cmd", "rollback": "tags_cmd", "promote": "tags_cmd", "prune": "tags_cmd",
-        "bases": "bases_cmd", "verify": "verify_cmd", "rebuild": "rebuild_cmd",
+        "bases": "bases_cmd", "verify": "verify_cmd", "rebuild": "rebuild_cmd", "index": "index_cmd",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
