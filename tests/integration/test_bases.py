@@ -23,6 +23,9 @@ from imagectl.registry.copy import Endpoint, copy_image
 from imagectl.registry.manifest import DOCKER_MANIFEST_LIST, Descriptor, Manifest
 from imagectl.registry.referrers import Artifact, attach, list_referrers
 from imagectl.bases.status import holds_all
+from imagectl.config import load_config
+from imagectl.images.base_digest import resolve_pinned_base
+from imagectl.reference import parse_reference
 from tests.integration.conftest import Mirror, write_config
 from tests.integration.support.registry import make_sample_image, push_sample_image
 from tests.integration.test_index_tags import layers, resolved
@@ -116,6 +119,8 @@ def test_custody_sync_then_upstream_moves_and_deletes_the_tag_and_builds_and_rol
     assert (now["upstream"], now["upstream_digest"], now["pinned"]) == ("moved", moved.digest, index.digest)
     table = run_cli("bases", "status", PROFILE)
     assert table.code == 0 and "moved" in table.out and "held" in table.out
+    listed = run_cli("list", "--cuda", "12.1", "--upstream")  # the other 12.1 bases are not in this "upstream"
+    assert listed.code == 0 and f"warning: base {PUBLIC} moved upstream" in listed.err, listed.err
 
     # upstream deletes it (NVIDIA's end of life: the tag and its manifests go)
     for digest in (moved.digest, index.digest, index.children()[0].digest):
@@ -124,6 +129,12 @@ def test_custody_sync_then_upstream_moves_and_deletes_the_tag_and_builds_and_rol
     assert (gone["upstream"], gone["team_state"], gone["pinned"]) == ("gone", "held", index.digest)
     kept = run_cli("bases", "sync", PROFILE)
     assert kept.code == 0 and f"warning: {PUBLIC} is gone upstream; the team copy keeps" in kept.err
+    # a base pinned by digest (rebuild from an image's labels) comes from the team copy when it holds the digest
+    config = load_config(str(tmp_path / "imagectl.toml"))
+    pulled = parse_reference(f"{registry.host}/{upstream_repo}:{TAG}")
+    team = parse_reference(f"{registry.host}/{team_repo}:{TAG}")
+    assert resolve_pinned_base(pulled, index.digest, config).source == team
+    assert resolve_pinned_base(pulled, moved.digest, config).source is None  # never synced: pulled as named
 
     # a rebuild works from the team copy, and so does a rollback to the image before it
     repo = f"custody/{PROFILE}"
