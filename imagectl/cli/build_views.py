@@ -27,7 +27,8 @@ def result_dict(r: BuildResult, secrets: Sequence[str] = ()) -> dict[str, Any]:
     """One result of ``build --json``: what is unknown is None; the error, notes and log tail are redacted;
     ``downloads`` lists the wheels pip downloaded (``name``, ``version``, ``bytes`` as pip printed the size,
     ``seconds``); ``engine`` and ``reproducible`` say what built it (None for a reused image), ``pushed_bytes``
-    what its push sent (None when nothing was pushed)."""
+    what its push sent (None when nothing was pushed); ``platforms`` each platform's image (an index has several):
+    its digest, how its check ran (``native``, ``emulated by qemu-aarch64``; None: not run here) and its seconds."""
     out: dict[str, Any] = {
         "profile": r.profile, "status": r.status, "repository": r.repository or None, "tag": r.tag or None,
         "digest": r.digest or None, "image_id": r.image_id or None, "size": r.size or None, "seconds": r.seconds,
@@ -36,6 +37,8 @@ def result_dict(r: BuildResult, secrets: Sequence[str] = ()) -> dict[str, Any]:
         "downloads": [{"name": d.name, "version": d.version, "bytes": d.bytes, "seconds": d.seconds}
                       for d in r.downloads],
         "engine": r.engine or None, "reproducible": r.reproducible, "pushed_bytes": r.pushed_bytes,
+        "platforms": [{"platform": p.platform, "digest": p.digest or None, "image_id": p.image_id or None,
+                       "check": p.check or None, "check_seconds": p.check_seconds} for p in r.platforms],
     }
     if r.status == "failed":
         out.update(step=r.step or None, error=redact(r.error, secrets),

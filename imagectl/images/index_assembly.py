@@ -83,7 +83,7 @@ def assemble_index(request: BuildRequest, config: Config, engine: Engine, log: L
     """
     from ..registry.access import client_for  # here: the registry package loads requests
 
-    plans = [plan_build(request, config, base_resolver(config, engine), Trace(log), p) for p in request.platforms]
+    plans = [plan_build(request, config, base_resolver(config, engine), Trace(), p) for p in request.platforms]
     repo = plans[0].repository
     store = open_tag_store(repo, config, engine)
     client = client_for(repo.domain, config.insecure_hosts, config.registry_timeout)

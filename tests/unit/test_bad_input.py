@@ -55,6 +55,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "bases": ("bases", "status", PROFILE),
     "rebuild": ("rebuild", PROFILE, "--compare"),
     "verify": ("verify", PROFILE),
+    "index": ("index", PROFILE, "--platforms", "linux/amd64"),
 }
 
 
@@ -207,6 +208,8 @@ BAD_WORLDS: dict[str, World] = {
     "env-index-not-http": World(env={"IMAGECTL_PIP_INDEX_URL": "ftp://x/simple"}),
     "env-registry-bad-host": World(env={"IMAGECTL_REGISTRY_URL": "bad host!"}),
     "env-network-unknown": World(env={"IMAGECTL_BUILD_NETWORK": "overlay"}),
+    "config-build-platforms-not-a-list": with_config("[build]\nplatforms = 'linux/arm64'\n"),
+    "config-build-platforms-empty": with_config("[build]\nplatforms = []\n"),
     "env-namespace-bad": World(env={"IMAGECTL_REGISTRY_NAMESPACE": "UPPER CASE"}),
     "config-lock-as-of-word": with_config("[lock]\nas_of = 'soon'\n"),
     "config-lock-as-of-bad-date": with_config("[lock]\nas_of = '2024-13-40'\n"),
@@ -356,6 +359,22 @@ CASES: dict[str, Case] = {
     "rebuild-bad-reference": Case(("rebuild", "UPPER/Case:x", "--compare"), REGISTRY, code=2),
     "rebuild-no-registry": Case(("rebuild", PROFILE, "--compare"), code=2),
     "rebuild-registry-down": Case(("rebuild", PROFILE, "--compare"), REGISTRY, code=1),
+    # platforms (issue 20): build --platform, [build] platforms, test --platform, index
+    "build-unknown-platform": Case(("build", PROFILE, "--platform", "linux/s390x"), code=2),
+    "build-empty-platform": Case(("build", PROFILE, "--platform", ","), code=2),
+    "build-platform-without-wheels": Case(("build", PROFILE, "--platform", "linux/amd64,linux/arm64"), REGISTRY,
+                                          code=2),
+    "build-configured-unknown-platform": Case(("build", PROFILE), with_config("[build]\nplatforms = ['sparc']\n"),
+                                              code=2),
+    "build-configured-platform-without-wheels": Case(("build", PROFILE, "--plan"),
+                                                     with_config("[build]\nplatforms = ['linux/arm64']\n"), code=2),
+    "test-unknown-platform": Case(("test", PROFILE, "--platform", "mips"), REGISTRY, code=2),
+    "index-missing-platforms": Case(("index", PROFILE), REGISTRY, code=2),
+    "index-unknown-platform": Case(("index", PROFILE, "--platforms", "linux/amd64,nope"), REGISTRY, code=2),
+    "index-platform-without-wheels": Case(("index", PROFILE, "--platforms", "linux/arm64"), REGISTRY, code=2),
+    "index-no-registry": Case(("index", PROFILE, "--platforms", "linux/amd64"), code=2),
+    "index-unknown-name": Case(("index", "nope-9.9-cu999", "--platforms", "linux/amd64"), REGISTRY, code=2),
+    "index-registry-down": Case(("index", PROFILE, "--platforms", "linux/amd64"), REGISTRY, code=1),
     # verify
     "verify-unknown-name": Case(("verify", "nope-9.9-cu999"), REGISTRY, code=2),
     "verify-bad-reference": Case(("verify", "UPPER/Case:x"), REGISTRY, code=2),
