@@ -1,5 +1,6 @@
 """Bases in custody (issue 22, item 1) against a real registry (CNCF distribution 2.8: no referrers API, so the
-tag-schema fallback), checked with an independent client (skopeo).
+tag-schema fallback; a second one as the team's where blobs must cross registries), checked with an independent
+client (skopeo).
 
 "Upstream" is a mirror prefix of the test registry holding a stand-in ``nvidia/cuda:12.1.1-base-ubuntu22.04`` as a
 two-platform manifest list, as NVIDIA publishes it: its linux/amd64 child is the session's runnable stand-in base
@@ -15,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -27,7 +29,8 @@ from imagectl.config import load_config
 from imagectl.images.base_digest import resolve_pinned_base
 from imagectl.reference import parse_reference
 from tests.integration.conftest import Mirror, write_config
-from tests.integration.support.registry import make_sample_image, push_sample_image
+from tests.integration.support.registry import RegistryServer, make_sample_image, push_sample_image, start_registry
+from tests.integration.support.skips import skip_or_fail
 from tests.integration.test_index_tags import layers, resolved
 from tests.integration.test_tags import seed, skopeo_digest, tag_of
 
@@ -159,13 +162,46 @@ sys.exit(main(["bases", "sync", sys.argv[2], "--json"]))
 """
 
 
-def test_two_syncs_at_once_lose_and_corrupt_nothing(tmp_path, registry):
-    client = RegistryClient(registry.host, insecure=True)
-    index, first = make_upstream(client, None, "uprace")
-    second = attach_sbom(client, f"uprace/{NAME}", index, '{"second": true}')
+@pytest.fixture(scope="module")
+def team_registry(tmp_path_factory) -> Iterator[RegistryServer]:
+    """A second registry: the team's, apart from "upstream" (blobs cross between them as bytes, or by a mount from
+    another team repository)."""
+    try:
+        server = start_registry(tmp_path_factory.mktemp("team-registry"))
+    except RuntimeError as exc:
+        skip_or_fail(f"no registry: {exc}")
+    yield server
+    server.stop()
+
+
+def test_sync_across_registries_streams_blobs_and_mounts_those_a_profile_repository_holds(
+        run_cli, tmp_path, registry, team_registry):
+    upstream, team = RegistryClient(registry.host, insecure=True), RegistryClient(team_registry.host, insecure=True)
+    index, sbom = make_upstream(upstream, None, "upcross")
+    amd, arm = (upstream.get_manifest(f"upcross/{NAME}", child.digest) for child in index.children())
+    # an image of a profile on this base, pushed earlier, carries the base's amd64 layers
+    copy_image(Endpoint(upstream, f"upcross/{NAME}"), amd.digest, Endpoint(team, f"cross/{PROFILE}"), "old")
+    write_config(tmp_path, mirror=Mirror(registry, "upcross", {}), index_url="http://127.0.0.1:9/simple",
+                 registry=team_registry, namespace="cross")
+    synced = run_cli("bases", "sync", PROFILE, "--json")
+    assert synced.code == 0, synced.err
+    (result,) = json.loads(synced.out)
+    assert (result["action"], result["digest"], result["referrers"]) == ("copied", index.digest, 1)
+    assert result["mounted"] == len(amd.blobs()) and result["blobs_copied"] == len(amd.blobs()) + len(arm.blobs())
+    team_repo = f"cross/bases/{NAME}"
+    assert resolved(team_registry.host, team_repo, TAG) == index.digest
+    for arch, child in (("amd64", amd), ("arm64", arm)):
+        assert resolved(team_registry.host, team_repo, TAG, arch) == [layer.digest for layer in child.layers()]
+    assert [r.digest for r in list_referrers(team, team_repo, index.digest)] == [sbom]
+
+
+def test_two_syncs_at_once_lose_and_corrupt_nothing(tmp_path, registry, team_registry):
+    upstream, client = RegistryClient(registry.host, insecure=True), RegistryClient(team_registry.host, insecure=True)
+    index, first = make_upstream(upstream, None, "uprace")
+    second = attach_sbom(upstream, f"uprace/{NAME}", index, '{"second": true}')
     team_repo = f"race/bases/{NAME}"
     write_config(tmp_path, mirror=Mirror(registry, "uprace", {}), index_url="http://127.0.0.1:9/simple",
-                 registry=registry, namespace="race")
+                 registry=team_registry, namespace="race")
     env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGECTL_")}
     start = f"{time.time() + 4:.3f}"
     procs = [subprocess.Popen([sys.executable, "-c", SYNC_AT, start, PROFILE], cwd=tmp_path, env=env, text=True,
@@ -176,10 +212,10 @@ def test_two_syncs_at_once_lose_and_corrupt_nothing(tmp_path, registry):
         (result,) = json.loads(out)
         assert result["action"] in ("copied", "unchanged") and result["digest"] == index.digest
     assert sorted(json.loads(out)[0]["action"] for out, _ in outs) in (["copied", "copied"], ["copied", "unchanged"])
-    assert resolved(registry.host, team_repo, TAG) == index.digest
+    assert resolved(team_registry.host, team_repo, TAG) == index.digest
     assert holds_all(client, team_repo, index.digest)
     for arch, child in zip(("amd64", "arm64"), index.children()):
-        assert resolved(registry.host, team_repo, TAG, arch) == layers(client, f"uprace/{NAME}", child.digest)
+        assert resolved(team_registry.host, team_repo, TAG, arch) == layers(upstream, f"uprace/{NAME}", child.digest)
     assert sorted(r.digest for r in list_referrers(client, team_repo, index.digest)) == sorted([first, second])
     for referrer in (first, second):
         manifest = client.get_manifest(team_repo, referrer)
