@@ -53,14 +53,20 @@ def cmd_sync(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> int:
                 f"(the earlier one stays under its digest tag)")
         if r.action == "gone":
             say(f"warning: {r.base} is gone upstream; the team copy keeps {short_digest(r.digest)}")
+    failed: dict[str, list[str]] = {}  # error -> the bases it stopped: one line each (a registry down stops them all)
+    for r in results:
         if r.error:
-            say(f"imagectl: {r.base}: {r.error}", ws.config.secret_values)
+            failed.setdefault(r.error, []).append(r.base)
+    for error, bases in failed.items():
+        more = f" (and {len(bases) - 1} more bases)" if len(bases) > 1 else ""
+        say(f"imagectl: {bases[0]}{more}: {error}", ws.config.secret_values)
     return 1 if any(r.action == "failed" for r in results) else 0
 
 
 def _sync_row(r: SyncResult) -> dict[str, object]:
     return {"base": r.base, "action": r.action, "digest": short_digest(r.digest or None),
-            "platforms": ",".join(r.platforms) or "single", "referrers": r.referrers, "team_copy": r.team_copy}
+            "platforms": ",".join(r.platforms) or ("single" if r.digest else "-"), "referrers": r.referrers,
+            "team_copy": r.team_copy}
 
 
 @cmd_bases.command("status")
