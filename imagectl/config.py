@@ -36,10 +36,10 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
                  "compression": ("compression", "registry_compression")},
     "pip": {"index_url": ("index", "pip_index_url"), "extra_index_urls": ("indexes", "pip_extra_index_urls"),
             "trusted_hosts": ("hosts", "pip_trusted_hosts"), "timeout": ("seconds", "pip_timeout")},
-    "apt": {"mirror": ("url", "apt_mirror")},
+    "apt": {"mirror": ("url", "apt_mirror"), "snapshot": ("snapshot", "apt_snapshot")},
     "build": {"network": ("network", "build_network"), "ca_bundle": ("file", "ca_bundle"),
               "args": ("args", "build_args"), "engine": ("engine", "build_engine"),
-              "platforms": ("platforms", "build_platforms")},
+              "platforms": ("platforms", "build_platforms"), "cache": ("cache_repo", "build_cache")},
     "paths": {"matrices": ("dirs", "matrix_dirs"), "templates": ("dirs", "template_dirs"),
               "context": ("dirs", "context_dirs"), "locks": ("dirs", "lock_dirs")},
     "lock": {"as_of": ("as_of", "lock_as_of"), "grace_days": ("days", "lock_grace_days")},
@@ -63,10 +63,12 @@ class Config:
     pip_trusted_hosts: tuple[str, ...] = ()
     pip_timeout: float | None = None  # seconds per package-index request (imagectl's own reads); None: the default
     apt_mirror: str | None = None
+    apt_snapshot: str | None = None  # YYYYMMDDTHHMMSSZ: the apt steps read snapshot.debian.org / snapshot.ubuntu.com
     build_network: str | None = None
     ca_bundle: Path | None = None
     build_args: Mapping[str, str] = field(default_factory=dict)
     build_engine: str = "docker"  # ENGINES; auto takes buildah where it is installed, else Docker (opt-in for now)
+    build_cache: str | None = None  # REGISTRY/REPO: buildah's --cache-from/--cache-to layer cache
     build_platforms: tuple[str, ...] = ()  # what build makes by default, as written (the CLI checks them); (): the host
     matrix_dirs: tuple[Path, ...] = ()
     template_dirs: tuple[Path, ...] = ()
@@ -295,6 +297,30 @@ def _as_platforms(value: Any) -> tuple[str, ...]:
     return tuple(item.strip() for item in items)
 
 
+def _as_snapshot(value: Any, _base: Path) -> str:
+    """A snapshot archive's point in time, ``YYYYMMDDTHHMMSSZ`` (snapshot.debian.org, snapshot.ubuntu.com), a real
+    UTC time; raises ValidationError."""
+    try:
+        if isinstance(value, str) and len(value) == 16:
+            dt.datetime.strptime(value, "%Y%m%dT%H%M%SZ")
+            return value
+    except ValueError:
+        pass
+    raise ValidationError(f"expected a UTC time YYYYMMDDTHHMMSSZ (20240601T000000Z), got {str(value)[:40]!r}")
+
+
+def _as_cache_repo(value: Any, _base: Path) -> str:
+    """A registry repository for buildah's layer cache (``registry.example.com:5000/cache/imagectl``): a registry
+    host, a path, no tag or digest; raises ValidationError."""
+    host, _, path = value.partition("/") if isinstance(value, str) else ("", "", "")
+    registry = "." in host or ":" in host or host == "localhost"
+    if not (registry and path and ":" not in path and "@" not in path):
+        raise ValidationError("expected REGISTRY/REPOSITORY without a tag (registry.example.com/cache/imagectl), "
+                              f"got {str(value)[:60]!r}")
+    parse_reference(value)
+    return value
+
+
 def _as_compression(value: Any, _base: Path) -> str:
     if value not in COMPRESSIONS:
         raise ValidationError(f"{str(value)[:40]!r} is not one of {', '.join(COMPRESSIONS)}")
@@ -364,6 +390,8 @@ _CONVERTERS = {
     "network": _as_network,
     "compression": _as_compression,
     "engine": _as_engine,
+    "snapshot": _as_snapshot,
+    "cache_repo": _as_cache_repo,
     "platforms": lambda v, b: _as_platforms(v),
     "file": _as_file,
     "dirs": _as_dirs,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .lock.lockfile import Lock, LockedPackage, LockHeader, added_packages, canonical_name
+from .lock.system import SystemLock
 from .matrix.model import Profile
 from .reference import Reference, apply_mirror
 
@@ -27,6 +28,8 @@ class ImageSpec:
     user_base: Reference | None = None
     title: str | None = None
     base_source: Reference | None = None  # the team's copy of the base the build pulls (imagectl.bases), if any
+    system_lock: SystemLock | None = None  # the exact OS packages the apt steps install (None: the archive's current)
+    system_lock_file: str = ""  # its file name, as the Dockerfile's comments and errors name it
 
     @property
     def on_user_base(self) -> bool:

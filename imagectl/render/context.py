@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..config import Config
+from ..engine.features import has_cache_mounts
 from ..errors import ValidationError
 from ..grammar import check_deb_package, check_driver, check_text, check_version, url_credentials
 from ..image_spec import ImageSpec
@@ -145,6 +146,20 @@ def template_profile(profile: Profile) -> dict[str, str]:
     return {**{key: facts[fact] or "" for key, fact in keys.items()}, "check": profile.framework.check}
 
 
+APT_CACHE_DIR = "/var/cache/imagectl/apt"  # the apt steps' cache mount: apt's lists and downloaded packages
+PIP_CACHE_DIR = "/var/cache/imagectl/pip"  # the install steps' cache mount: the locked files, by name
+
+
+def system_context(spec: ImageSpec) -> dict[str, Any]:
+    """What the apt steps' templates read of the image's system lock: whether there is one, its file name and the
+    ``name=version`` pins of each step (validated when the lock was read)."""
+    lock = None if spec.on_user_base else spec.system_lock
+    if lock is None:
+        return {"locked": False, "file": "", "python": [], "jit": []}
+    return {"locked": True, "file": spec.system_lock_file or lock.header.lock_id,
+            "python": [p.pin for p in lock.packages("python")], "jit": [p.pin for p in lock.packages("jit")]}
+
+
 def render_context(spec: ImageSpec, config: Config, netrc_file: str = "") -> dict[str, Any]:
     """The template context of the image ``spec`` describes; ``netrc_file`` names the context's netrc file of
     index credentials (see :func:`pip_netrc`), if it has one.  Raises InputError for a bad extra requirement."""
@@ -157,6 +172,10 @@ def render_context(spec: ImageSpec, config: Config, netrc_file: str = "") -> dic
         "base_image": str(base),
         "python": profile.python,
         "apt_mirror": config.apt_mirror or "",
+        "apt": {"mirror": config.apt_mirror or "", "snapshot": config.apt_snapshot or "", "cache_dir": APT_CACHE_DIR,
+                "system_lock": spec.system_lock_file},
+        "system": system_context(spec),
+        "cache_mounts": has_cache_mounts(config.build_engine),
         "jit_packages": jit_packages(profile),
         "ca_bundle": config.ca_bundle is not None,
         "pip": {
@@ -164,6 +183,7 @@ def render_context(spec: ImageSpec, config: Config, netrc_file: str = "") -> dic
             "extra_index_urls": extra_index_urls(config),
             "trusted_hosts": sorted(config.pip_trusted_hosts),
             "netrc": netrc_file,
+            "cache_dir": PIP_CACHE_DIR,
         },
         "packages": [f"{name}=={version}" for name, version in profile.packages],
         "extras": sorted(check_extra(e) for e in spec.extras),

@@ -17,6 +17,7 @@ RUN set -eu; \
       done; \
       apt-get update; \
       apt-get install -y --no-install-recommends python3.10 python3.10-venv ca-certificates; \
+      apt-get clean; \
       rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log /var/log/alternatives.log \
              /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old /var/lib/dpkg/*-old; \
     fi; \

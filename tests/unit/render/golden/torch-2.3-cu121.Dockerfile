@@ -14,6 +14,7 @@ RUN set -eu; \
     if ! python3.10 -c 'import ensurepip, venv' >/dev/null 2>&1; then \
       apt-get update; \
       apt-get install -y --no-install-recommends python3.10 python3.10-venv ca-certificates; \
+      apt-get clean; \
       rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log /var/log/alternatives.log \
              /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old /var/lib/dpkg/*-old; \
     fi; \

@@ -1,0 +1,73 @@
+"""Where system locks live (:mod:`.system`): beside the Python locks, in the same lock directories and order
+(:func:`~.store.lock_dirs`), as ``<system lock id>.apt.lock``."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Config
+from ..errors import InputError, OperationError
+from ..matrix.model import Profile
+from .lockfile import DEFAULT_PLATFORM
+from .store import LockOrigin, lock_dirs
+from .system import SUFFIX, SystemLock, parse_system_lock, system_lock_id
+
+
+@dataclass(frozen=True)
+class FoundSystemLock:
+    """A system lock file that applies to a profile: the lock, its path and where it came from."""
+
+    lock: SystemLock
+    path: Path
+    origin: LockOrigin
+
+
+def profile_system_lock_id(profile: Profile, platform: str = DEFAULT_PLATFORM) -> str:
+    """The id of ``profile``'s system lock for ``platform`` (its framework, public base image and Python)."""
+    return system_lock_id(profile.framework.name, profile.base_image.familiar, profile.python, platform)
+
+
+def read_system_lock(path: Path) -> SystemLock:
+    """The system lock at ``path``; raises InputError naming the file for one that cannot be read or parsed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the system lock: {getattr(exc, 'strerror', None) or exc}") from None
+    return parse_system_lock(text, str(path))
+
+
+def find_system_lock(profile: Profile, config: Config, platform: str = DEFAULT_PLATFORM) -> FoundSystemLock | None:
+    """The first system lock of ``profile`` for ``platform`` whose header names the profile's base image, Python and
+    framework, or None; raises InputError for one that cannot be read, or that names another base or Python."""
+    name = profile_system_lock_id(profile, platform) + SUFFIX
+    for directory, origin in lock_dirs(config):
+        path = directory / name
+        if path.is_file():
+            lock = read_system_lock(path)
+            h = lock.header
+            if (h.base, h.python, h.framework, h.platform) != (profile.base_image.familiar, profile.python,
+                                                             profile.framework.name, platform):
+                raise InputError(f"{path}: made for {h.framework} on {h.base}, Python {h.python}, {h.platform}; "
+                                 f"{profile.name} needs {profile.framework.name} on {profile.base_image}, Python "
+                                 f"{profile.python}, {platform}")
+            return FoundSystemLock(lock, path, origin)
+    return None
+
+
+def write_system_lock(lock: SystemLock, path: Path) -> None:
+    """Write ``lock`` to ``path`` atomically; raises OperationError when it cannot."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(lock.text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise OperationError(f"{path}: cannot write the system lock: {exc.strerror or exc}") from None
