@@ -60,12 +60,20 @@ class _LockRun:
               help="Lock for these image platforms (linux/arm64: aarch64-manylinux_2_28); with --all, only the "
                    "profiles whose build has CUDA wheels for it.")
 @click.option("-j", "--jobs", default=4, show_default=True, type=click.IntRange(1, 16), help="Locks made at once.")
+@click.option("--system", "system", is_flag=True,
+              help="Make the system lock instead: the exact OS packages the apt steps install, asked of apt in the "
+                   "pinned base image (needs the engine).")
 @click.pass_context
 def cmd_lock(  # noqa: PLR0913 - click passes one parameter per option
         ctx: click.Context, *, names: tuple[str, ...], lock_all: bool, framework: str | None, python: str | None,
-        upgrade: bool, as_of: str | None, output: str | None, check: bool, platforms: str, jobs: int) -> int:
+        upgrade: bool, as_of: str | None, output: str | None, check: bool, platforms: str, jobs: int,
+        system: bool) -> int:
     """Resolve the complete dependency set of the profiles NAMES, every package with its hashes."""
     ws = workspace(ctx)
+    if system:
+        return _system(ws, names, python, output, conflicts={"--check": check, "--all": lock_all, "--as-of": as_of,
+                                                             "--upgrade": upgrade, "--framework": framework,
+                                                             "--platform": platforms != DEFAULT_PLATFORM})
     if check:
         return _check(ws, framework)
     if not names and not lock_all:
@@ -135,6 +143,43 @@ def _lock_one(ws: Workspace, profile: Profile, run: _LockRun, platform: str = DE
     click.echo(f"{lock_id}: {len(lock.packages)} packages as of {lock.header.as_of} "
                f"{'written to' if changed else 'unchanged in'} {dest} (sha256 {lock.sha256[:12]})", err=True)
     return "written" if changed else "unchanged"
+
+
+def _system(ws: Workspace, names: tuple[str, ...], python: str | None, output: str | None,
+            conflicts: dict[str, object]) -> int:
+    """``lock NAME... --system``: each profile's system lock, asked of apt in its pinned base image, written beside the
+    locks (the first lock directory), to ``--output`` or to stdout."""
+    from ..engine.select import engine_for  # here: an engine, and the registry for the base digest
+    from ..images.system_lock import make_system_lock, same_packages, system_lock_file
+    from ..lock.system_store import read_system_lock, write_system_lock
+
+    given = [flag for flag, value in conflicts.items() if value]
+    if given:
+        raise InputError(f"lock --system: {given[0]} does not apply (a system lock is made for linux/amd64 profiles "
+                         "named one by one, from the archive as it is now or as [apt] snapshot says)")
+    if not names:
+        raise InputError("lock --system: name at least one profile (see 'imagectl list')")
+    python = python and check_python(python, "--python")
+    profiles = [ws.profile(n, python) for n in names]
+    target_dir = ws.config.lock_dirs[0] if ws.config.lock_dirs else None
+    if len(profiles) != 1 and (output or target_dir is None):
+        raise InputError(f"lock --system: {len(profiles)} system locks to write; set [paths] locks to a directory "
+                         "(--output and stdout take one)")
+    engine = engine_for(ws.config)
+    for profile in profiles:
+        lock = make_system_lock(profile, ws.config, engine, lambda line: click.echo(line, err=True))
+        dest = Path(output) if output else target_dir / system_lock_file(lock) if target_dir else None
+        if dest is None:
+            click.echo(lock.text, nl=False)
+            continue
+        if dest.is_file() and same_packages(read_system_lock(dest), lock):
+            click.echo(f"{system_lock_file(lock)}: up to date ({dest})", err=True)
+            continue
+        write_system_lock(lock, dest)
+        counts = ", ".join(f"{step} {len(lock.packages(step))}" for step, _, _ in lock.steps)
+        click.echo(f"{system_lock_file(lock)}: {counts} packages, written to {dest} (sha256 {lock.sha256[:12]})",
+                   err=True)
+    return 0
 
 
 def _check(ws: Workspace, framework: str | None) -> int:

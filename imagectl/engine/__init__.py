@@ -29,6 +29,7 @@ class EngineBuild:
     no_cache: bool = False
     source_date_epoch: int | None = None  # every timestamp of the image (layers, config, history); from the inputs
     platform: str | None = None  # "linux/arm64": the image's platform; None: the host's
+    cache_repo: str | None = None  # [build] cache: registry layer cache (buildah --cache-from/--cache-to); Docker: none
 
 
 @dataclass(frozen=True)

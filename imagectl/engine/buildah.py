@@ -111,7 +111,8 @@ class BuildahEngine(Engine):
         with tempfile.TemporaryDirectory(prefix="imagectl-buildah-") as tmp:
             iidfile = Path(tmp) / "iid"
             dockerfile = context / "Dockerfile"
-            argv = [*self._bud_options(spec), *self._registry_options(_from_hosts(dockerfile)),
+            hosts = [*_from_hosts(dockerfile), *([spec.cache_repo.split("/", 1)[0]] if spec.cache_repo else [])]
+            argv = [*self._bud_options(spec), *self._registry_options(hosts),
                     "--iidfile", str(iidfile), "-f", str(dockerfile), str(context)]
             tail = self._stream(argv, on_line)
             image_id = iidfile.read_text().strip() if iidfile.exists() else ""
@@ -130,6 +131,8 @@ class BuildahEngine(Engine):
             argv.append("--no-cache")
         if spec.platform:
             argv += ["--platform", spec.platform]
+        if spec.cache_repo:  # unchanged layers come from (and new ones go to) the registry: a fresh runner reuses them
+            argv += ["--cache-from", spec.cache_repo, "--cache-to", spec.cache_repo]
         build_args = dict(spec.build_args)
         if spec.source_date_epoch is not None:
             argv += ["--timestamp", str(spec.source_date_epoch)]

@@ -211,7 +211,8 @@ def engine_build(plan: Plan, config: Config, engine: Engine, trace: Trace) -> tu
         with Heartbeat(log, "building", pip=pip) as beat:
             spec = EngineBuild({BUILD_KEY: plan.key, ENGINE: engine.name}, config.build_network, config.build_args,
                                no_cache=plan.request.options.no_cache, source_date_epoch=plan.source_date_epoch,
-                               platform=None if plan.platform == this_host() else plan.platform)
+                               platform=None if plan.platform == this_host() else plan.platform,
+                               cache_repo=config.build_cache)
             image_id = engine.build(tmp, spec, beat.sink)
     return image_id, pip
 

@@ -30,6 +30,7 @@ from ..render.dockerfile import context_files
 from ..tags.naming import repository
 from .base_digest import ResolvedBase
 from .build_key import build_key
+from .system_lock import check_system_base, with_system_lock
 from .context_files import context_files_on_disk, file_digests
 from .trace import Trace
 
@@ -143,7 +144,7 @@ def plan_build(request: BuildRequest, config: Config, digest_of: DigestOf, trace
         chosen = lock_for_build(profile, config, trace.log, platform=platform)
         closure = (lock_extras(options.extras, chosen.lock, target_for(profile, config, platform))
                    if options.extras else ())
-        locked = replace(wanted, lock=chosen.lock, extras_lock=closure)
+        locked = with_system_lock(replace(wanted, lock=chosen.lock, extras_lock=closure), config, platform, trace.log)
         if options.extras:
             added = sorted(f"{name}=={version}" for name, version in locked.added.items())
             trace.log(f"extras locked on top of the lock: {', '.join(added) or 'nothing new'}")
@@ -152,6 +153,7 @@ def plan_build(request: BuildRequest, config: Config, digest_of: DigestOf, trace
         resolved = answer if isinstance(answer, ResolvedBase) else ResolvedBase(answer)
         digest = resolved.digest
         spec = replace(locked, base_digest=digest or None, base_source=resolved.source)
+        check_system_base(spec)  # a system lock's versions were chosen against one base digest
         notes = (*base_eol_notes(spec), *resolved.notes)
         if resolved.source is not None:
             trace.log(f"base image from the team's copy: {spec.pulled_base(config.mirrors)}")

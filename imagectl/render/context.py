@@ -150,6 +150,11 @@ APT_CACHE_DIR = "/var/cache/imagectl/apt"  # the apt steps' cache mount: apt's l
 PIP_CACHE_DIR = "/var/cache/imagectl/pip"  # the install steps' cache mount: the locked files, by name
 
 
+def python_apt_packages(python: str) -> list[str]:
+    """What the Python step asks apt for when the base lacks the profile's Python (with ``venv`` and ``ensurepip``)."""
+    return [f"python{python}", f"python{python}-venv", "ca-certificates"]
+
+
 def system_context(spec: ImageSpec) -> dict[str, Any]:
     """What the apt steps' templates read of the image's system lock: whether there is one, its file name and the
     ``name=version`` pins of each step (validated when the lock was read)."""
@@ -175,6 +180,7 @@ def render_context(spec: ImageSpec, config: Config, netrc_file: str = "") -> dic
         "apt": {"mirror": config.apt_mirror or "", "snapshot": config.apt_snapshot or "", "cache_dir": APT_CACHE_DIR,
                 "system_lock": spec.system_lock_file},
         "system": system_context(spec),
+        "python_apt": python_apt_packages(profile.python),
         "cache_mounts": has_cache_mounts(config.build_engine),
         "jit_packages": jit_packages(profile),
         "ca_bundle": config.ca_bundle is not None,

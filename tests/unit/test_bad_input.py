@@ -216,6 +216,10 @@ BAD_WORLDS: dict[str, World] = {
     "config-lock-grace-negative": with_config("[lock]\ngrace_days = -1\n"),
     "config-locks-dir-missing": with_config("[paths]\nlocks = ['nope']\n"),
     "env-lock-as-of-word": World(env={"IMAGECTL_LOCK_AS_OF": "yesterday"}),
+    "config-apt-snapshot-a-date": with_config("[apt]\nsnapshot = '2024-06-01'\n"),
+    "env-apt-snapshot-no-time": World(env={"IMAGECTL_APT_SNAPSHOT": "20241340T000000Z"}),
+    "config-build-cache-with-tag": with_config("[build]\ncache = 'registry.example.com/cache:v1'\n"),
+    "env-build-cache-no-registry": World(env={"IMAGECTL_BUILD_CACHE": "cache"}),
     # issue 24's tracebacks: ports above 65535, unreadable files (EACCES, EIO), python = [], an over-long name
     "config-registry-port-too-big": with_config("[registry]\nurl = '127.0.0.1:99999'\n"),
     "env-registry-port-too-big": World(env={"IMAGECTL_REGISTRY_URL": "127.0.0.1:99999"}),
@@ -231,6 +235,10 @@ BAD_WORLDS: dict[str, World] = {
 LOCK_ID = "torch-2.3.1-cu121-py3.10"  # the lock of PROFILE in the test matrix
 BROKEN_LOCK = World({"imagectl.toml": '[paths]\nlocks = ["locks"]\n',
                      f"locks/{LOCK_ID}.txt": "# imagectl lock: torch 2.3.1 (cu121), Python 3.10\nnot a lock line\n"})
+SYSTEM_LOCK_ID = "torch-12.1.1-runtime-ubuntu22.04-py3.10"  # PROFILE's system lock in the test matrix
+BROKEN_SYSTEM_LOCK = World({"imagectl.toml": '[paths]\nlocks = ["locks"]\n',
+                            f"locks/{SYSTEM_LOCK_ID}.apt.lock": "# imagectl system lock: torch on x, Python 3.10\n"
+                                                                "gcc=1.0;id Debian:12/stable amd64\n"})
 TEAM_LOCKS = World({"imagectl.toml": '[paths]\nlocks = ["locks"]\n', "locks/.keep": ""})
 
 REGISTRY = World(env={"IMAGECTL_REGISTRY_URL": CLOSED})
@@ -299,6 +307,13 @@ CASES: dict[str, Case] = {
     "build-extra-conflicts-with-the-lock": Case(("build", PROFILE, "--extra", "torch==2.4.0"), code=2,
                                                 line=r"^imagectl: .*torch==2\.4\.0.*torch==2\.3\.1"),
     "lock-check-unknown-framework": Case(("lock", "--check", "--framework", "nope"), code=2),
+    "lock-system-with-check": Case(("lock", PROFILE, "--system", "--check"), code=2),
+    "lock-system-with-all": Case(("lock", "--all", "--system"), code=2),
+    "lock-system-with-as-of": Case(("lock", PROFILE, "--system", "--as-of", "latest"), code=2),
+    "lock-system-no-names": Case(("lock", "--system"), code=2),
+    "lock-system-arm64": Case(("lock", PROFILE, "--system", "--platform", "linux/arm64"), code=2),
+    "render-broken-system-lock": Case(("render", PROFILE), BROKEN_SYSTEM_LOCK, code=2,
+                                      line=rf"^imagectl: .*{SYSTEM_LOCK_ID}\.apt\.lock:2: "),
     # render
     "render-unknown-name": Case(("render", "nope"), code=2),
     "render-output-under-a-file": Case(("render", PROFILE, "-o", "afile/sub"), A_FILE, code=1),

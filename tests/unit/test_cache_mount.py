@@ -65,3 +65,13 @@ def test_a_cache_that_is_no_registry_repository_is_a_config_error(tmp_path, valu
 def test_the_cache_repository(tmp_path):
     (tmp_path / "imagectl.toml").write_text('[build]\ncache = "127.0.0.1:5000/cache/imagectl"\n')
     assert load_config(cwd=tmp_path, env={}).build_cache == "127.0.0.1:5000/cache/imagectl"
+
+
+def test_buildah_reads_and_writes_the_registry_layer_cache():
+    from imagectl.engine import EngineBuild
+    from imagectl.engine.buildah import BuildahEngine
+
+    argv = BuildahEngine._bud_options(EngineBuild({}, cache_repo="registry.example.com/cache/imagectl"))
+    assert argv[argv.index("--cache-from") + 1] == "registry.example.com/cache/imagectl"
+    assert argv[argv.index("--cache-to") + 1] == "registry.example.com/cache/imagectl"
+    assert "--cache-from" not in BuildahEngine._bud_options(EngineBuild({}))
