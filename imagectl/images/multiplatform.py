@@ -130,6 +130,7 @@ def _index_layout(built: Sequence[_Built], engine: Engine, tmp: Path) -> tuple[P
     engine_dirs, layout = tmp / "images", tmp / "index"
     blobs = layout / "blobs" / "sha256"
     blobs.mkdir(parents=True)
+    engine_dirs.mkdir()
     entries = []
     for number, item in enumerate(built):
         exported = engine_dirs / str(number)
