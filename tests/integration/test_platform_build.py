@@ -19,6 +19,7 @@ from typing import Iterator
 
 import pytest
 
+from imagectl.images.index_assembly import check_report_where
 from imagectl.images.platforms import CHECK_ANNOTATION
 from imagectl.reference import parse_reference
 from imagectl.registry import RegistryClient
@@ -148,6 +149,12 @@ def test_build_of_two_platforms_pushes_one_checked_index(run_cli, tmp_path, regi
         machine = run_in(ref, "sh", "-c", "uname -m; /opt/venv/bin/python -c 'import platform; "
                                           "print(platform.machine())'")
         assert machine.split() == [MACHINE[platform]] * 2, (platform, machine)
+
+    # each image carries its own check report, which says where it ran (what `imagectl index` requires)
+    client = RegistryClient(registry.host, insecure=True)
+    assert check_report_where(client, repo, entries[AMD]["digest"], AMD) == "native"
+    assert check_report_where(client, repo, entries[ARM]["digest"], ARM) == "emulated on x86_64"
+    assert check_report_where(client, repo, entries[ARM]["digest"], AMD) is None  # not the amd64 image's report
 
     # the index job finds no per-platform images here (this build pushed its images by digest): it refuses
     refused = run_cli("index", NAME, "--platforms", "linux/amd64,linux/arm64")
