@@ -76,17 +76,22 @@ def find_lock(profile: Profile, config: Config, index: str, platform: str = DEFA
 
 
 def write_lock(lock: Lock, path: Path) -> None:
-    """Write ``lock`` to ``path`` atomically (a concurrent reader sees the old or the new file, never half; a
-    failure leaves neither half a file nor the temporary one); raises OperationError when it cannot."""
+    """Write ``lock`` to ``path`` atomically (see :func:`write_atomically`)."""
+    write_atomically(path, lock.text, "the lock")
+
+
+def write_atomically(path: Path, text: str, what: str) -> None:
+    """Write ``text`` to ``path`` atomically (a concurrent reader sees the old or the new file, never half; a
+    failure leaves neither half a file nor the temporary one); raises OperationError naming ``what``."""
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(lock.text)
+            handle.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except OSError as exc:
         if tmp is not None:  # a full disk leaves no empty temporary file behind
             Path(tmp).unlink(missing_ok=True)
-        raise OperationError(f"{path}: cannot write the lock: {exc.strerror or exc}") from None
+        raise OperationError(f"{path}: cannot write {what}: {exc.strerror or exc}") from None

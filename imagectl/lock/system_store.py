@@ -3,16 +3,14 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Config
-from ..errors import InputError, OperationError
+from ..errors import InputError
 from ..matrix.model import Profile
 from .lockfile import DEFAULT_PLATFORM
-from .store import LockOrigin, lock_dirs
+from .store import LockOrigin, lock_dirs, write_atomically
 from .system import SUFFIX, SystemLock, parse_system_lock, system_lock_id
 
 
@@ -59,15 +57,4 @@ def find_system_lock(profile: Profile, config: Config, platform: str = DEFAULT_P
 
 def write_system_lock(lock: SystemLock, path: Path) -> None:
     """Write ``lock`` to ``path`` atomically; raises OperationError when it cannot."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(lock.text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise OperationError(f"{path}: cannot write the system lock: {exc.strerror or exc}") from None
+    write_atomically(path, lock.text, "the system lock")
