@@ -7,7 +7,6 @@ a build reused from the registry, or a tag command against a registry, never mak
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Literal
 from ..config import Config
 from ..errors import EngineError
 from . import Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed
+from .features import picks_buildah
 
 EngineChoice = Literal["auto", "docker", "buildah"]
 ENGINE_CHOICES: tuple[EngineChoice, ...] = ("auto", "docker", "buildah")
@@ -24,7 +24,7 @@ ENGINE_CHOICES: tuple[EngineChoice, ...] = ("auto", "docker", "buildah")
 def make_engine(choice: EngineChoice, *, compression: str = "gzip", insecure_hosts: tuple[str, ...] = (),
                 timeout: float | None = None) -> Engine:
     """The engine ``choice`` names, connected; raises EngineError when it is not there (``auto``: neither)."""
-    if choice == "buildah" or (choice == "auto" and shutil.which("buildah")):
+    if picks_buildah(choice):
         return _buildah(compression, insecure_hosts, timeout)
     from .docker import DockerEngine  # here: it loads the Docker SDK
 
