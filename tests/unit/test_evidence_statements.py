@@ -218,6 +218,6 @@ def test_the_gpu_check_counts_as_run_only_on_a_gpu():
 
 def test_verify_needs_a_registry_and_a_known_name(run_cli):
     local = run_cli("verify", "torch-2.3-cu121")
-    assert local.code == 1 and "no [registry] url configured" in local.err
+    assert local.code == 2 and "no [registry] url configured" in local.err  # a configuration to fix: exit 2
     unknown = run_cli("verify", "no-such-profile")
     assert unknown.code == 2 and unknown.err.startswith("imagectl: ")
