@@ -173,24 +173,24 @@ def test_concurrent_forced_builds_in_one_second_keep_both_images(run_cli, tmp_pa
     """Issue 9, item 3: two ``build --force`` of one profile at once, stamped in the same second, made one
     immutable tag name with two digests, so one image lost its only tag.  Now each keeps its own name; then
     ``test`` checks the image the registry's ``latest`` points to, by digest, not the local ``latest``."""
-    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="race")
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="forced-race")
     same_second(monkeypatch)
     both = run_cli("build", PROFILE, PROFILE, "-j", "2", "--force", "--no-cache", "--quiet")
     assert both.code == 0, both.err[-3000:]
 
     from imagectl.tags.naming import is_immutable
 
-    tags = registry_tags(registry, f"race/{PROFILE}")
+    tags = registry_tags(registry, f"forced-race/{PROFILE}")
     immutable = sorted(filter(is_immutable, tags))
     assert len(immutable) == 2 and len({tags[t] for t in immutable}) == 2, tags  # two names, two images
     assert {t.rsplit("-", 1)[0] for t in immutable} == {immutable[0].rsplit("-", 1)[0]}  # same stamp and key
     for tag in immutable:  # each name ends with its own image's id
-        config = RegistryClient(registry.host, insecure=True).get_manifest(f"race/{PROFILE}", tag).config()
+        config = RegistryClient(registry.host, insecure=True).get_manifest(f"forced-race/{PROFILE}", tag).config()
         assert config is not None and config.digest[7:19] == tag.rsplit("-", 1)[1]
     assert tags["latest"] in {tags[t] for t in immutable}
 
     # the registry's latest goes to the other image; the local latest is left on the one it is not on
-    repo = f"{registry.host}/race/{PROFILE}"
+    repo = f"{registry.host}/forced-race/{PROFILE}"
     other = next(t for t in immutable if tags[t] != tags["latest"])
     moved = run_cli("rollback", PROFILE, "--to", other)
     assert moved.code == 0, moved.err
