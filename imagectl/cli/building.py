@@ -17,6 +17,7 @@ from ..engine.select import engine_for
 from ..errors import InputError
 from ..grammar import check_python, check_token
 from ..images.builder import BuildResult, build_many, plan_many
+from ..images.multiplatform import build_index
 from ..images.plan import BuildOptions, BuildRequest
 from ..images.platforms import chosen_platforms, normalized_platforms, parse_platforms, refuse_unbuildable, this_host
 from ..images.tester import check_image
@@ -150,7 +151,7 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
         return 1 if any(e.action == "refused" for e in entries) else 0
     shown = _Progress("quiet" if quiet else progress, [p.name for p in profiles], secrets)
     try:
-        results = build_many(requests, ws.config, engine, jobs, shown.sink)
+        results = build_many(requests, ws.config, engine, jobs, shown.sink, build_index)
     finally:
         shown.close()
     _emit(build_document(results, secrets), as_json, metadata_file, lambda: summary_table(results))

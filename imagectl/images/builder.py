@@ -309,9 +309,15 @@ def _job(request: BuildRequest, config: Config, make_log: Callable[[str], LineSi
     return job
 
 
-def build_many(requests: Sequence[BuildRequest], config: Config, engine: Engine, jobs: int,
-               make_log: Callable[[str], LineSink]) -> list[BuildResult]:
-    """Plan every request, then build the planned ones, ``jobs`` at a time.  Raises InputError, before anything is
+IndexBuilder = Callable[[Sequence[Plan], Config, Engine, Trace], BuildResult]
+"""Builds the plans of several platforms into one image index (:func:`imagectl.images.multiplatform.build_index`,
+which builds on this module, so the caller hands it in)."""
+
+
+def build_many(requests: Sequence[BuildRequest], config: Config, engine: Engine, jobs: int,  # noqa: PLR0913 - imports one way
+               make_log: Callable[[str], LineSink], index_builder: IndexBuilder | None = None) -> list[BuildResult]:
+    """Plan every request, then build the planned ones, ``jobs`` at a time; a request of several platforms is built
+    by ``index_builder`` (a failed result without one).  Raises InputError, before anything is
     built, when an extra names a package of a profile's lock at another version; any other failure of one request
     does not stop the others: it is a ``failed`` result with its error (and a BuildError's step and log tail, which
     the caller shows where the log was not shown as it streamed), the phases it timed and its real elapsed time."""
@@ -323,7 +329,7 @@ def build_many(requests: Sequence[BuildRequest], config: Config, engine: Engine,
                 raise InputError(f"{job.request.profile.name}: {job.conflict}")
         for job in work:
             job.trace.release()
-        return list(pool.map(lambda job: _build_job(job, config, engine), work))
+        return list(pool.map(lambda job: _build_job(job, config, engine, index_builder), work))
 
 
 def _plan_job(job: _Job, config: Config, engine: Engine) -> None:
@@ -338,14 +344,14 @@ def _plan_job(job: _Job, config: Config, engine: Engine) -> None:
         job.result = _failed(job, exc)
 
 
-def _build_job(job: _Job, config: Config, engine: Engine) -> BuildResult:
+def _build_job(job: _Job, config: Config, engine: Engine, index_builder: IndexBuilder | None) -> BuildResult:
     """Build ``job``'s plan (or return its planning failure), with its phases and its seconds since it started."""
     if job.plan is not None:
         try:
             if len(job.plans) > 1:
-                from .multiplatform import build_index  # it builds on this module
-
-                job.result = _finish(job.plan, build_index(job.plans, config, engine, job.trace))
+                if index_builder is None:
+                    raise OperationError("building several platforms needs an index builder (a caller's bug)")
+                job.result = _finish(job.plan, index_builder(job.plans, config, engine, job.trace))
             else:
                 job.result = build_one(job.plan, config, engine, job.trace)
         except ImagectlError as exc:
