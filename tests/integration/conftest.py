@@ -98,14 +98,19 @@ def shipped_pins(name: str) -> dict[str, str]:
     return dict(Workspace().profile(name).packages)
 
 
-@pytest.fixture(scope="session")
-def wheel_index(tmp_path_factory) -> Iterator[str]:
-    """A PEP 503 index of stand-in wheels matching torch-2.3-cu121's pins exactly."""
+def standin_torch_wheels(wheels: Path) -> Path:
+    """Stand-in wheels of torch-2.3-cu121's pins (torch and its CUDA wheels, real dependency tree) in ``wheels``."""
     pins = shipped_pins("torch-2.3-cu121")
     facts = {"torch_version": pins["torch"], "cuda": "12.1", "cudnn": pins["nvidia-cudnn-cu12"],
              "nccl": pins["nvidia-nccl-cu12"]}
-    wheels = tmp_path_factory.mktemp("wheels")
     make_standin_framework_wheels(wheels, pins, facts)
+    return wheels
+
+
+@pytest.fixture(scope="session")
+def wheel_index(tmp_path_factory) -> Iterator[str]:
+    """A PEP 503 index of stand-in wheels matching torch-2.3-cu121's pins exactly."""
+    wheels = standin_torch_wheels(tmp_path_factory.mktemp("wheels"))
     make_wheel(wheels, "team-extra", "1.0", {"team_extra/__init__.py": "__version__ = '1.0'\n"})
     url, stop = serve_simple_index(wheels)
     yield url

@@ -28,9 +28,8 @@ from imagectl.bases.status import holds_all
 from imagectl.config import load_config
 from imagectl.images.base_digest import resolve_pinned_base
 from imagectl.reference import parse_reference
-from tests.integration.conftest import Mirror, write_config
-from tests.integration.support.registry import RegistryServer, make_sample_image, push_sample_image, start_registry
-from tests.integration.support.skips import skip_or_fail
+from tests.integration.conftest import Mirror, _registry, write_config
+from tests.integration.support.registry import RegistryServer, make_sample_image, push_sample_image
 from tests.integration.test_index_tags import layers, resolved
 from tests.integration.test_tags import seed, skopeo_digest, tag_of
 
@@ -166,12 +165,7 @@ sys.exit(main(["bases", "sync", sys.argv[2], "--json"]))
 def team_registry(tmp_path_factory) -> Iterator[RegistryServer]:
     """A second registry: the team's, apart from "upstream" (blobs cross between them as bytes, or by a mount from
     another team repository)."""
-    try:
-        server = start_registry(tmp_path_factory.mktemp("team-registry"))
-    except RuntimeError as exc:
-        skip_or_fail(f"no registry: {exc}")
-    yield server
-    server.stop()
+    yield from _registry(tmp_path_factory, None)
 
 
 def test_sync_across_registries_streams_blobs_and_mounts_those_a_profile_repository_holds(

@@ -14,8 +14,8 @@ import pytest
 
 from imagectl.engine.buildah import BuildahEngine
 from imagectl.lock.system_store import read_system_lock
-from tests.integration.conftest import shipped_pins, write_config
-from tests.integration.support.wheels import IndexServer, make_standin_framework_wheels, start_simple_index
+from tests.integration.conftest import standin_torch_wheels, write_config
+from tests.integration.support.wheels import IndexServer, start_simple_index
 
 pytestmark = pytest.mark.integration
 
@@ -26,11 +26,7 @@ DPKG = ["dpkg-query", "-W", "-f=${Package}=${Version}\\n"]
 @pytest.fixture(scope="module")
 def counting_index(tmp_path_factory) -> Iterator[IndexServer]:
     """The stand-in wheels of torch-2.3-cu121's pins, served by an index that counts whole-wheel downloads."""
-    pins = shipped_pins("torch-2.3-cu121")
-    facts = {"torch_version": pins["torch"], "cuda": "12.1", "cudnn": pins["nvidia-cudnn-cu12"],
-             "nccl": pins["nvidia-nccl-cu12"]}
-    wheels = tmp_path_factory.mktemp("counted-wheels")
-    make_standin_framework_wheels(wheels, pins, facts)
+    wheels = standin_torch_wheels(tmp_path_factory.mktemp("counted-wheels"))
     with start_simple_index(wheels) as server:
         yield server
 
