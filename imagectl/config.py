@@ -67,7 +67,7 @@ class Config:
     build_network: str | None = None
     ca_bundle: Path | None = None
     build_args: Mapping[str, str] = field(default_factory=dict)
-    build_engine: str = "docker"  # ENGINES; auto takes buildah where it is installed, else Docker (opt-in for now)
+    build_engine: str = "auto"  # ENGINES; auto: buildah where it is installed (reproducible, no daemon), else Docker
     build_cache: str | None = None  # REGISTRY/REPO: buildah's --cache-from/--cache-to layer cache
     build_platforms: tuple[str, ...] = ()  # what build makes by default, as written (the CLI checks them); (): the host
     matrix_dirs: tuple[Path, ...] = ()

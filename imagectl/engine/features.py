@@ -11,13 +11,21 @@ import shutil
 from collections.abc import Callable
 
 
-def picks_buildah(choice: str, which: Callable[[str], str | None] = shutil.which) -> bool:
-    """Whether ``[build] engine = choice`` builds with buildah: ``buildah``, or ``auto`` where it is installed (the
-    rule of :func:`imagectl.engine.select.make_engine`)."""
-    return choice == "buildah" or (choice == "auto" and which("buildah") is not None)
+Which = Callable[[str], "str | None"]
 
 
-def has_cache_mounts(choice: str, which: Callable[[str], str | None] = shutil.which) -> bool:
+def _installed(program: str) -> str | None:
+    """Where ``program`` is on PATH (looked up at each call; unit tests pin it to "not installed")."""
+    return shutil.which(program)
+
+
+def picks_buildah(choice: str, which: Which | None = None) -> bool:
+    """Whether ``[build] engine = choice`` builds with buildah: ``buildah``, or ``auto`` (the default) where it is
+    installed (the rule of :func:`imagectl.engine.select.make_engine`)."""
+    return choice == "buildah" or (choice == "auto" and (which or _installed)("buildah") is not None)
+
+
+def has_cache_mounts(choice: str, which: Which | None = None) -> bool:
     """Whether the engine ``choice`` picks runs ``RUN --mount=type=cache`` (buildah does; Docker's legacy builder
     does not)."""
     return picks_buildah(choice, which)

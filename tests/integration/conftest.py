@@ -91,6 +91,24 @@ def mirror(docker_client, registry) -> Mirror:
     return Mirror(registry, MIRROR_PREFIX, digests)
 
 
+NO_DAEMON = "unix:///nonexistent/imagectl-test-no-docker.sock"
+
+
+@pytest.fixture(params=["docker", "buildah"])
+def engine(request, monkeypatch, mirror) -> str | None:
+    """The build tests run on both engines: the value for :func:`write_config`'s ``engine``.  ``docker`` names the
+    Docker engine; ``buildah`` leaves ``[build] engine`` unwritten (the default, ``auto``, takes buildah where it
+    is installed) and points ``DOCKER_HOST`` at no daemon, as on a runner without one (the mirror is made first:
+    its stand-in bases come from Docker)."""
+    if request.param == "docker":
+        return "docker"
+    from tests.integration.support.skips import require_binary
+
+    require_binary("buildah")
+    monkeypatch.setenv("DOCKER_HOST", NO_DAEMON)
+    return None
+
+
 def shipped_pins(name: str) -> dict[str, str]:
     """The pins the shipped matrix gives a profile (the stand-in wheels are made from these)."""
     from imagectl.cli.workspace import Workspace
@@ -158,18 +176,38 @@ def login(docker_config: Path, server: RegistryServer) -> None:
 
 
 def write_config(path: Path, *, mirror: Mirror, index_url: str, registry: RegistryServer | None = None,
-                 namespace: str = "ml", locks: Path | None = None) -> Path:
+                 namespace: str = "ml", locks: Path | None = None, engine: str | None = "docker") -> Path:
     """An imagectl.toml for the integration tests: mirror, local index, host networking, optional registry and
-    optional team lock directory (``[paths] locks``, which must exist)."""
+    optional team lock directory (``[paths] locks``, which must exist).  ``engine`` is ``[build] engine``: Docker
+    unless a test asks for another (None: not written, so the default ``auto`` decides)."""
     lines = []
     if registry is not None:
         lines += ["[registry]", f'url = "{registry.host}"', f'namespace = "{namespace}"', ""]
     else:
         lines += ["[registry]", f'namespace = "{namespace}"', ""]
     lines += ["[mirrors]", f'"docker.io" = "{mirror.registry.host}/{mirror.prefix}"', "",
-              "[pip]", f'index_url = "{index_url}"', "", "[build]", 'network = "host"', ""]
+              "[pip]", f'index_url = "{index_url}"', "", "[build]", 'network = "host"']
+    lines += [f'engine = "{engine}"', ""] if engine is not None else [""]
     if locks is not None:
         lines += ["[paths]", f"locks = [{json.dumps(str(locks))}]", ""]
     target = path / "imagectl.toml"
     target.write_text("\n".join(lines))
     return target
+
+
+def empty_storage(monkeypatch, where: Path) -> None:
+    """Point buildah at empty containers-storage under ``where``, as on a fresh CI runner (CONTAINERS_STORAGE_CONF:
+    every buildah call of the engine reads it)."""
+    where.mkdir(parents=True)
+    conf = where / "storage.conf"
+    conf.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{where}/root"\nrunroot = "{where}/run"\n')
+    monkeypatch.setenv("CONTAINERS_STORAGE_CONF", str(conf))
+
+
+def with_buildah(config: Path) -> Path:
+    """``config`` (made by :func:`write_config`) with ``[build] engine = "buildah"``."""
+    text = config.read_text().replace('\nengine = "docker"\n', '\n').replace(
+        '[build]\nnetwork = "host"', '[build]\nnetwork = "host"\nengine = "buildah"')
+    assert 'engine = "buildah"' in text
+    config.write_text(text)
+    return config

@@ -1,10 +1,13 @@
-"""imagectl build end to end: real engine, real registry, stand-in base and wheels, no internet."""
+"""imagectl build end to end: real engine, real registry, stand-in base and wheels, no internet.  The tests that take
+``engine`` run on both engines: Docker, and buildah chosen by ``auto`` (the default) on a runner without a Docker
+daemon (tests/integration/conftest.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+import subprocess
 
 import pytest
 
@@ -21,8 +24,8 @@ def registry_tags(server, repo: str) -> dict[str, str]:
     return {t: client.head_manifest(repo, t) for t in client.list_tags(repo)}
 
 
-def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, registry, docker_config):
-    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="e2e")
+def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, registry, docker_config, engine):
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="e2e", engine=engine)
     first = run_cli("build", PROFILE)
     assert first.code == 0, first.err[-3000:]
     assert "check: ok" in first.err and "torch loaded" not in first.err
@@ -36,6 +39,7 @@ def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, regi
     config = client.get_image_config(f"e2e/{PROFILE}", client.get_manifest(f"e2e/{PROFILE}", "latest"))
     labels = config.labels
     assert labels["imagectl.profile"] == PROFILE and labels["imagectl.nccl"] == "2.20.5"
+    assert labels["imagectl.engine"] == (engine or "buildah")  # auto (the default) took buildah, with no daemon
     # torch-2.3-cu121's pins bring nvidia-* wheels: its default flavour is base (tests/integration/test_flavours.py)
     assert labels["org.opencontainers.image.base.digest"] == mirror.digests["nvidia/cuda:12.1.1-base-ubuntu22.04"]
     from imagectl.tags.naming import immutable_parts
@@ -71,13 +75,13 @@ def tamper_hash(lock_text: str, package: str) -> tuple[str, str]:
 
 
 def test_failed_build_and_failed_check_leave_the_moving_tag(run_cli, tmp_path, mirror, wheel_index, lying_wheel_index,
-                                                            empty_index, registry, docker_config):
-    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="fail")
+                                                            empty_index, registry, docker_config, engine):
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="fail", engine=engine)
     assert run_cli("build", PROFILE).code == 0
     before = registry_tags(registry, f"fail/{PROFILE}")
 
     # an index without the framework: the build fails at the lock, before any Docker build, naming the index
-    write_config(tmp_path, mirror=mirror, index_url=empty_index, registry=registry, namespace="fail")
+    write_config(tmp_path, mirror=mirror, index_url=empty_index, registry=registry, namespace="fail", engine=engine)
     broken = run_cli("build", PROFILE)
     assert broken.code == 1
     assert f"{PROFILE}  failed" in broken.out
@@ -90,7 +94,8 @@ def test_failed_build_and_failed_check_leave_the_moving_tag(run_cli, tmp_path, m
     # a team lock whose hash of one package is wrong: pip refuses the file at the build step
     locks = tmp_path / "locks"
     locks.mkdir()
-    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="fail", locks=locks)
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="fail", locks=locks,
+                 engine=engine)
     made = run_cli("lock", PROFILE)
     assert made.code == 0, made.err
     lock_file = locks / "torch-2.3.1-cu121-py3.11.txt"
@@ -106,15 +111,17 @@ def test_failed_build_and_failed_check_leave_the_moving_tag(run_cli, tmp_path, m
     assert any(f"Expected sha256 {wrong}" in line for line in tail), tail  # pip checked the tampered team lock
     assert registry_tags(registry, f"fail/{PROFILE}") == before
 
-    write_config(tmp_path, mirror=mirror, index_url=lying_wheel_index, registry=registry, namespace="fail")
+    write_config(tmp_path, mirror=mirror, index_url=lying_wheel_index, registry=registry, namespace="fail",
+                 engine=engine)
     lying = run_cli("build", PROFILE)
     assert lying.code == 1
     assert "check: in-image check failed: nccl loaded by torch: expected 2.20.5, found 2.19.3" in lying.err
     assert registry_tags(registry, f"fail/{PROFILE}") == before
 
 
-def test_push_to_registry_with_basic_auth(run_cli, tmp_path, mirror, wheel_index, auth_registry, docker_config):
-    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=auth_registry, namespace="secure")
+def test_push_to_registry_with_basic_auth(run_cli, tmp_path, mirror, wheel_index, auth_registry, docker_config, engine):
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=auth_registry, namespace="secure",
+                 engine=engine)
     denied = run_cli("build", PROFILE)
     assert denied.code == 1 and auth_registry.password not in denied.err + denied.out
     login(docker_config, auth_registry)
@@ -128,19 +135,34 @@ def test_push_to_registry_with_basic_auth(run_cli, tmp_path, mirror, wheel_index
     assert "latest" in tags and any(t.startswith("2.3.1-cu121-py3.11-") for t in tags)
 
 
-def test_local_engine_only(run_cli, tmp_path, mirror, wheel_index, docker_client):
-    write_config(tmp_path, mirror=mirror, index_url=wheel_index, namespace="localonly")
+def local_image(engine: str | None, docker_client, ref: str) -> tuple[dict[str, str], list[str]]:
+    """The labels and names of ``ref`` in the local engine's own store, asked of the engine itself (the Docker SDK;
+    ``buildah inspect`` and ``buildah images`` on containers-storage)."""
+    if engine == "docker":
+        image = docker_client.images.get(ref)
+        return image.labels, image.tags
+    inspected = json.loads(subprocess.run(["buildah", "inspect", "--type", "image", ref], capture_output=True,
+                                          text=True, check=True, timeout=60).stdout)
+    listed = json.loads(subprocess.run(["buildah", "images", "--json"], capture_output=True, text=True, check=True,
+                                       timeout=60).stdout)
+    names = next(i.get("names") or [] for i in listed if inspected["FromImageID"].startswith(i["id"]))  # short ids
+    return inspected["OCIv1"]["config"].get("Labels") or {}, names
+
+
+def test_local_engine_only(run_cli, tmp_path, mirror, wheel_index, docker_client, engine):
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, namespace="localonly", engine=engine)
     r = run_cli("build", PROFILE, "--quiet")
     assert r.code in (0,), r.err[-2000:]
-    image = docker_client.images.get(f"localhost/localonly/{PROFILE}:latest")  # a name Docker Hub never answers
-    assert image.labels["imagectl.profile"] == PROFILE
-    assert any(t.startswith(f"localhost/localonly/{PROFILE}:2.3.1-cu121-py3.11-") for t in image.tags)
+    # a name Docker Hub never answers
+    labels, names = local_image(engine, docker_client, f"localhost/localonly/{PROFILE}:latest")
+    assert labels["imagectl.profile"] == PROFILE
+    assert any(t.startswith(f"localhost/localonly/{PROFILE}:2.3.1-cu121-py3.11-") for t in names), names
     again = run_cli("build", PROFILE)
     assert again.code == 0 and "reused" in again.out
 
 
-def test_extras_on_a_managed_base(run_cli, tmp_path, mirror, wheel_index, registry, docker_config):
-    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="team")
+def test_extras_on_a_managed_base(run_cli, tmp_path, mirror, wheel_index, registry, docker_config, engine):
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="team", engine=engine)
     assert run_cli("build", PROFILE).code == 0
     (tmp_path / "req.txt").write_text("# our extras\nteam-extra==1.0\n")
     base = f"{registry.host}/team/{PROFILE}:latest"
@@ -171,7 +193,8 @@ def same_second(monkeypatch) -> None:
 def test_concurrent_forced_builds_in_one_second_keep_both_images(run_cli, tmp_path, mirror, wheel_index, registry,
                                                                   docker_config, docker_client, monkeypatch):
     """Issue 9, item 3: two ``build --force`` of one profile at once, stamped in the same second, made one
-    immutable tag name with two digests, so one image lost its only tag.  Now each keeps its own name; then
+    immutable tag name with two digests, so one image lost its only tag.  Docker only: two builds there give two
+    images (a buildah build is reproducible: one image, one name).  Now each keeps its own name; then
     ``test`` checks the image the registry's ``latest`` points to, by digest, not the local ``latest``."""
     write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="forced-race")
     same_second(monkeypatch)

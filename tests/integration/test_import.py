@@ -63,7 +63,7 @@ def skopeo_copy(source: str, target: str, target_server) -> None:
 def config(tmp_path, namespace: str, registry=None) -> None:
     registry_line = f'url = "{registry.host}"\n' if registry is not None else ""
     (tmp_path / "imagectl.toml").write_text(
-        f'[registry]\n{registry_line}namespace = "{namespace}"\n\n[build]\nnetwork = "host"\n'
+        f'[registry]\n{registry_line}namespace = "{namespace}"\n\n[build]\nnetwork = "host"\nengine = "docker"\n'
     )
 
 

@@ -66,7 +66,9 @@ def seed(client: RegistryClient, repo: str, days=(1, 2, 3, 4)) -> dict[int, str]
 
 
 def config(tmp_path: Path, host: str, namespace: str) -> None:
-    (tmp_path / "imagectl.toml").write_text(f'[registry]\nurl = "{host}"\nnamespace = "{namespace}"\n')
+    # the local engine these tests look into is Docker (the default, auto, takes buildah where it is installed)
+    (tmp_path / "imagectl.toml").write_text(f'[registry]\nurl = "{host}"\nnamespace = "{namespace}"\n'
+                                            '[build]\nengine = "docker"\n')
 
 
 def skopeo_digest(host: str, repo: str, tag: str, server=None) -> str | None:
@@ -534,7 +536,7 @@ def test_tags_in_the_local_engine(run_cli, tmp_path, docker_client, monkeypatch)
     namespace = f"localtags{os.getpid()}"
     repo = f"localhost/{namespace}/{PROFILE}"  # without a registry, images are named localhost/NAMESPACE/PROFILE
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    (tmp_path / "imagectl.toml").write_text(f'[registry]\nnamespace = "{namespace}"\n')
+    (tmp_path / "imagectl.toml").write_text(f'[registry]\nnamespace = "{namespace}"\n[build]\nengine = "docker"\n')
     ids = {}
     try:
         for day in (1, 2, 3):

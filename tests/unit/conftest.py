@@ -37,6 +37,16 @@ def fake_resolve(requirements, target, as_of=None, constraints=(), prefer=()):
 
 
 @pytest.fixture(autouse=True)
+def buildah_not_installed(monkeypatch):
+    """Unit tests see no buildah on PATH, so ``[build] engine = "auto"`` (the default) means Docker and renders the
+    same Dockerfiles on every machine; a test that wants buildah names it (``Config(build_engine="buildah")``) or
+    passes its own ``which``."""
+    import imagectl.engine.features
+
+    monkeypatch.setattr(imagectl.engine.features, "_installed", lambda program: None)
+
+
+@pytest.fixture(autouse=True)
 def hermetic_locks(request, monkeypatch):
     """Unit tests lock without the network: build-time locks come from :func:`fake_resolve`, as of a fixed day.
     A test marked ``real_resolver`` keeps uv."""
