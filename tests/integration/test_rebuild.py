@@ -16,20 +16,13 @@ import pytest
 from imagectl import __version__
 from imagectl.labels import BUILD_KEY, IMAGECTL_VERSION, LOCK_SHA256, OCI_BASE_DIGEST, PROFILE
 from imagectl.registry import Manifest, RegistryClient
-from tests.integration.conftest import write_config
+from tests.integration.conftest import empty_storage, with_buildah, write_config
 from tests.integration.support.registry import make_sample_image, push_sample_image
 from tests.integration.support.skips import require_binary
 
 pytestmark = pytest.mark.integration
 
 PROFILE_NAME = "torch-2.3-cu121-py3.11"  # the stand-in base is Debian bookworm, whose python is 3.11
-
-
-def _buildah_config(tmp_path, mirror, wheel_index, registry, namespace: str) -> None:
-    path = write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace=namespace)
-    text = path.read_text().replace('[build]\nnetwork = "host"', '[build]\nnetwork = "host"\nengine = "buildah"')
-    assert 'engine = "buildah"' in text
-    path.write_text(text)
 
 
 def _digest(data: bytes) -> str:
@@ -69,21 +62,12 @@ def _change_a_file_in_the_top_layer(client: RegistryClient, repo: str, tag: str)
 
 def _build(run_cli, tmp_path, mirror, wheel_index, registry, namespace: str) -> tuple[RegistryClient, str, str]:
     require_binary("buildah")
-    _buildah_config(tmp_path, mirror, wheel_index, registry, namespace)
+    with_buildah(write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace=namespace))
     built = run_cli("build", PROFILE_NAME, "--quiet")
     assert built.code == 0, built.err[-3000:]
     client = RegistryClient(registry.host, insecure=True)
     repo = f"{namespace}/{PROFILE_NAME}"
     return client, repo, client.get_manifest(repo, "latest").digest
-
-
-def _empty_storage(monkeypatch, where) -> None:
-    """Point buildah at empty containers-storage under ``where``, as on a fresh CI runner (CONTAINERS_STORAGE_CONF:
-    every buildah call of the engine reads it)."""
-    where.mkdir(parents=True)
-    conf = where / "storage.conf"
-    conf.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{where}/root"\nrunroot = "{where}/run"\n')
-    monkeypatch.setenv("CONTAINERS_STORAGE_CONF", str(conf))
 
 
 def test_a_build_from_empty_storage_is_reproduced_and_a_changed_file_is_named(run_cli, tmp_path, monkeypatch, mirror,
@@ -92,9 +76,9 @@ def test_a_build_from_empty_storage_is_reproduced_and_a_changed_file_is_named(ru
     --compare`` is what says so; once a file of the registry's image is changed, a rebuild in the now warm storage
     names the layer and the file (exit 1).  One test: each step is a full build."""
     require_binary("buildah")
-    _empty_storage(monkeypatch, tmp_path / "runner-a")
+    empty_storage(monkeypatch, tmp_path / "runner-a")
     client, repo, digest = _build(run_cli, tmp_path, mirror, wheel_index, registry, "rebuild-same")
-    _empty_storage(monkeypatch, tmp_path / "runner-b")
+    empty_storage(monkeypatch, tmp_path / "runner-b")
     same = run_cli("rebuild", PROFILE_NAME, "--compare")
     assert same.code == 0, same.out + same.err[-1500:]
     assert same.out.strip() == f"reproduced {digest}"
