@@ -23,7 +23,9 @@ import pytest
 from imagectl.errors import NotFoundError
 from imagectl.registry import RegistryClient
 from tests.conftest import REPO
-from tests.integration.conftest import shipped_pins, skip_or_fail, write_config
+from tests.integration.conftest import empty_storage, shipped_pins, skip_or_fail, with_buildah, write_config
+from tests.integration.support.registry import FaultInjectingProxy
+from tests.integration.support.skips import require_binary
 from tests.integration.support.wheels import (IndexServer, make_standin_framework_wheels, make_wheel,
                                               start_simple_index)
 
@@ -262,6 +264,66 @@ def test_profiles_with_the_same_cuda_pins_share_the_cuda_layer(run_cli, tmp_path
     assert framework_at[OLDER] == framework_at[PROFILE] > shared
     frame = framework_at[PROFILE] - 1
     assert layers[OLDER][frame] != layers[PROFILE][frame]  # torch 2.3.0 vs 2.3.1
+
+
+def test_two_fresh_runners_share_the_cuda_layer_and_the_second_push_uploads_none_of_it(
+        run_cli, tmp_path, monkeypatch, release_index, mirror, registry, docker_config):
+    """Two CI runners, each with empty buildah storage, build torch 2.3.0 and 2.3.1 (the same CUDA pins) into two
+    repositories of one registry: every layer up to the CUDA layer is the same blob in both images, and the second
+    runner's push, measured at the registry through a counting proxy, mounts them from the first repository and
+    sends none of their bytes."""
+    require_binary("buildah")
+    config = with_buildah(write_config(tmp_path, mirror=mirror, index_url=release_index.url, registry=registry,
+                                       namespace="runners"))
+    empty_storage(monkeypatch, tmp_path / "runner-a")
+    first = run_cli("build", OLDER, "--quiet")
+    assert first.code == 0, first.err[-3000:]
+
+    proxy = FaultInjectingProxy(registry.url)  # runner B pushes through it (a loopback host: plain HTTP)
+    try:
+        config.write_text(config.read_text().replace(f'url = "{registry.host}"', f'url = "{proxy.host}"', 1))
+        empty_storage(monkeypatch, tmp_path / "runner-b")
+        second = run_cli("build", PROFILE, "--json")
+    finally:
+        proxy.stop()
+    assert second.code == 0, second.err[-3000:]
+    [result] = json.loads(second.out)["results"]
+
+    client, repo_a, repo_b = RegistryClient(registry.host, insecure=True), f"runners/{OLDER}", f"runners/{PROFILE}"
+    manifests = {repo: client.get_manifest(repo, "latest") for repo in (repo_a, repo_b)}
+    configs = {repo: image_config(registry, repo) for repo in (repo_a, repo_b)}
+    blobs = {repo: [layer.digest for layer in manifest.layers()] for repo, manifest in manifests.items()}
+    diff_ids = {repo: config["rootfs"]["diff_ids"] for repo, config in configs.items()}
+    shared = layers_through(configs[repo_b], "lock-1-cuda.txt")
+    assert layers_through(configs[repo_a], "lock-1-cuda.txt") == shared
+    # base, Python, JIT packages, the CUDA lock file and the CUDA layer: one blob each, made on two runners
+    assert diff_ids[repo_a][:shared] == diff_ids[repo_b][:shared]
+    assert blobs[repo_a][:shared] == blobs[repo_b][:shared]
+    assert diff_ids[repo_a][shared] != diff_ids[repo_b][shared]  # COPY lock-2-framework.txt: torch 2.3.0 vs 2.3.1
+    cuda = blobs[repo_b][shared - 1]
+
+    exchanges, sent = proxy.exchanges(), proxy.uploaded_by_blob()
+    mounted = {e.query["mount"]: e.query["from"] for e in exchanges
+               if e.method == "POST" and "mount" in e.query and e.status == 201}
+    asked = [(e.method, e.path, e.status) for e in exchanges]
+    looked = asked.index(("HEAD", f"/v2/{repo_b}/blobs/{cuda}", 404))
+    found = asked.index(("HEAD", f"/v2/{repo_a}/blobs/{cuda}", 200))
+    mount = next(n for n, e in enumerate(exchanges) if e.method == "POST" and e.query.get("mount") == cuda)
+    assert looked < found < mount and mounted[cuda] == repo_a
+    assert all(mounted.get(digest) == repo_a and digest not in sent for digest in blobs[repo_b][:shared])
+    assert not [e for e in exchanges if e.method in ("PATCH", "PUT") and e.query.get("digest") == cuda]
+
+    image = [manifests[repo_b].config().digest, *blobs[repo_b]]
+    uploaded = {digest: sent[digest] for digest in image if digest in sent}
+    assert "" not in sent and set(uploaded) | set(mounted) >= set(image) and not set(uploaded) & set(mounted)
+    sizes = {blob.digest: blob.size for blob in manifests[repo_b].blobs()}
+    assert all(sizes[digest] == count for digest, count in uploaded.items())  # each sent once, whole
+    assert result["pushed_bytes"] == sum(uploaded.values()) > 0
+    mounted_in_image = [digest for digest in image if digest in mounted]
+    assert re.search(rf"mounted from other repositories \({len(mounted_in_image)} blobs?\)", second.err), second.err
+    print(f"runner B: {sum(sent.values())} bytes uploaded ({sum(uploaded.values())} of the image's blobs, "
+          f"{sent.get(cuda, 0)} of the CUDA layer), {sum(sizes[d] for d in mounted_in_image)} bytes mounted "
+          f"({len(mounted_in_image)} blobs, CUDA layer {sizes[cuda]})")
 
 
 def test_an_extra_that_conflicts_with_the_lock_is_refused_before_the_build(run_cli, tmp_path, release_index, mirror,

@@ -316,12 +316,25 @@ def _wait_until_up(server: RegistryServer) -> bool:
 # --------------------------------------------------------------------------------------------- fault proxy
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """One request the proxy passed to the registry: method, path, query (the first value of each key), the
+    request body's bytes, and the status the registry answered."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    body: int
+    status: int
+
+
 class FaultInjectingProxy:
     """An HTTP proxy in front of ``upstream`` (``http://host:port``) that fails on purpose, then passes through.
 
     ``script(path_prefix, statuses)`` queues statuses (e.g. ``[503, 503]``) answered, in order, to requests
     whose path starts with the prefix before they are passed through; ``retry_after`` adds that header.
-    ``hits(path_prefix)`` counts the requests seen for a prefix, faulted or passed.
+    ``hits(path_prefix)`` counts the requests seen for a prefix, faulted or passed; ``exchanges()`` lists those
+    passed through, and ``uploaded_by_blob()`` the bytes sent into blob uploads per digest.
 
     It also pages tag lists as the distribution spec says (``?n=`` and ``?last=``, lexical order, a
     ``Link: <...>; rel="next"`` header while more remain), because distribution 2.8 ignores ``n``.
@@ -333,6 +346,7 @@ class FaultInjectingProxy:
         self._faults: list[tuple[str, int, str | None]] = []
         self._seen: list[tuple[str, str]] = []
         self._bodies: list[tuple[str, str, int]] = []  # (method, path, request body bytes) of every request
+        self._exchanges: list[Exchange] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _proxy_handler(self))
         self.host = f"127.0.0.1:{self._server.server_address[1]}"
         self.url = f"http://{self.host}"
@@ -353,6 +367,35 @@ class FaultInjectingProxy:
         on paths containing ``path_part`` (and of ``method``, if given)."""
         with self._lock:
             return sum(n for m, p, n in self._bodies if path_part in p and method in (None, m))
+
+    def exchanges(self) -> list[Exchange]:
+        """The requests passed through to the registry (not the faulted ones), in the order answered."""
+        with self._lock:
+            return list(self._exchanges)
+
+    def uploaded_by_blob(self) -> dict[str, int]:
+        """Request body bytes sent into blob uploads (``/blobs/uploads/``) per digest: a session's POST, PATCH and
+        PUT bodies count for the digest its closing PUT names (``?digest=``), a monolithic POST's for its own;
+        bytes of a session never closed count under ``""``."""
+        sessions: dict[str, int] = {}
+        sent: dict[str, int] = {}
+        for seen in self.exchanges():
+            if "/blobs/uploads/" not in seen.path or seen.method not in ("POST", "PATCH", "PUT"):
+                continue
+            digest = seen.query.get("digest", "")
+            if seen.method == "POST" and digest:  # a monolithic upload
+                sent[digest] = sent.get(digest, 0) + seen.body
+                continue
+            sessions[seen.path] = sessions.get(seen.path, 0) + seen.body
+            if seen.method == "PUT":
+                sent[digest] = sent.get(digest, 0) + sessions.pop(seen.path)
+        if any(sessions.values()):
+            sent[""] = sent.get("", 0) + sum(sessions.values())
+        return sent
+
+    def passed(self, exchange: Exchange) -> None:
+        with self._lock:
+            self._exchanges.append(exchange)
 
     def took_body(self, method: str, path: str, length: int) -> None:
         with self._lock:
@@ -387,6 +430,9 @@ def _proxy_handler(proxy: FaultInjectingProxy) -> type[BaseHTTPRequestHandler]:
             headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
             answer = requests.request(self.command, proxy.upstream + self.path, headers=headers, data=body,
                                       allow_redirects=False, timeout=30)
+            parts = urlsplit(self.path)
+            query = {key: values[0] for key, values in parse_qs(parts.query).items()}
+            proxy.passed(Exchange(self.command, parts.path, query, len(body or b""), answer.status_code))
             content = b"" if self.command == "HEAD" else answer.content
             extra: dict[str, str] = {}
             if self.command == "GET" and answer.status_code == 200 and _is_tag_list(self.path):
