@@ -112,6 +112,7 @@ class BuildahEngine(Engine):
             iidfile = Path(tmp) / "iid"
             dockerfile = context / "Dockerfile"
             hosts = [*_from_hosts(dockerfile), *([spec.cache_repo.split("/", 1)[0]] if spec.cache_repo else [])]
+            dockerfile = self._with_canonical_bases(dockerfile, Path(tmp), spec.platform, on_line)
             argv = [*self._bud_options(spec), *self._registry_options(hosts),
                     "--iidfile", str(iidfile), "-f", str(dockerfile), str(context)]
             tail = self._stream(argv, on_line)
@@ -119,6 +120,40 @@ class BuildahEngine(Engine):
         if not image_id:
             raise BuildError("build finished without an image id", "build", "\n".join(tail))
         return image_id.removeprefix("sha256:")
+
+    def _with_canonical_bases(self, dockerfile: Path, tmp: Path, platform: str | None, on_line: LineSink) -> Path:
+        """``dockerfile``, or a copy in ``tmp`` whose ``FROM``s pinned by digest name the base as
+        :func:`canonical_base` spells it.  buildah writes the ``FROM`` reference into the image's history (its
+        ``comment``), so a base pulled through a mirror, a team copy or a registry on another port would give the
+        same layers another config and image digest; the canonical name depends on the digest alone."""
+        text = dockerfile.read_text(encoding="utf-8")
+        named: dict[str, str] = {}
+
+        def canonical(match: re.Match[str]) -> str:
+            ref = match[2]
+            if ref not in named:
+                named[ref] = self._canonical_base(ref, platform, on_line)
+            return match[1] + named[ref]
+
+        text = _PINNED_FROM.sub(canonical, text)
+        if not named:
+            return dockerfile
+        copy = tmp / "Dockerfile"
+        copy.write_text(text, encoding="utf-8")
+        return copy
+
+    def _canonical_base(self, ref: str, platform: str | None, on_line: LineSink) -> str:
+        """The local name of base ``ref`` (``HOST/PATH@sha256:...``) by its digest, pulled and named first where
+        containers-storage has no image under that name (a second build, or a concurrent one, finds it)."""
+        name = canonical_base(ref, platform)
+        if self._call(["inspect", "--type", "image", name]).returncode == 0:
+            return name
+        argv = ["pull", "--quiet", *(["--platform", platform] if platform else []),
+                *self._registry_options([ref.split("/", 1)[0]]), ref]
+        on_line(f"pulling the base {ref}")
+        image_id = self._run(argv, f"pull {ref}", failure=BuildError, step="build").strip().splitlines()[-1]
+        self._run(["tag", image_id, name], f"name the base {ref}", failure=BuildError, step="build")
+        return name
 
     @staticmethod
     def _bud_options(spec: EngineBuild) -> list[str]:
@@ -283,6 +318,22 @@ class BuildahEngine(Engine):
             last = next((line for line in reversed(tail) if line.strip()), "buildah bud failed")
             raise BuildError(f"build failed: {last}", "build", "\n".join(tail))
         return tail
+
+
+CANONICAL_BASE_REPO = f"{LOCAL_HOST}/imagectl-base"
+
+
+def canonical_base(ref: str, platform: str | None = None) -> str:
+    """The name a base pinned by digest gets in containers-storage: ``localhost/imagectl-base:sha256-HEX`` (with
+    ``-linux-arm64`` for a platform), the same whichever registry, mirror or team copy it came from."""
+    algorithm, _, hexdigest = ref.rpartition("@")[2].partition(":")
+    suffix = f"-{platform.replace('/', '-')}" if platform else ""
+    return f"{CANONICAL_BASE_REPO}:{algorithm}-{hexdigest}{suffix}"
+
+
+# a FROM line whose image is pinned by digest: (the line up to the image)(the image)
+_PINNED_FROM = re.compile(r"^(FROM\s+(?:--platform=\S+\s+)?)(\S+@sha256:[0-9a-f]{64})(?=\s|$)",
+                          re.MULTILINE | re.IGNORECASE)
 
 
 def _from_hosts(dockerfile: Path) -> list[str]:
