@@ -74,18 +74,32 @@ class Mirror:
 
 
 BASES = {
-    # public name -> (CUDA release, NCCL_VERSION the real image sets: the base flavour has no system NCCL)
-    "nvidia/cuda:12.1.1-base-ubuntu22.04": ("12.1.1", None),  # the default of torch-2.3-cu121 (nvidia-* pins)
-    "nvidia/cuda:12.1.1-runtime-ubuntu22.04": ("12.1.1", "2.17.1-1"),
+    # public name -> (CUDA release, NCCL_VERSION the real image sets: the base flavour has no system NCCL, whether
+    # the stand-in carries the JIT toolchain)
+    "nvidia/cuda:12.1.1-base-ubuntu22.04": ("12.1.1", None, True),  # the default of torch-2.3-cu121 (nvidia-* pins)
+    "nvidia/cuda:12.1.1-runtime-ubuntu22.04": ("12.1.1", "2.17.1-1", False),
 }
+# The -base stand-in carries torch's JIT toolchain ([framework] jit_packages: gcc, g++, python3.11-dev), so the
+# builds on it (most tests, and every build from empty storage) find nothing for the JIT step to install and skip
+# apt; the -runtime stand-in does not, so its builds run the apt step for real (test_jit, test_system_lock,
+# test_flavours).
+
+
+def jit_toolchain(python: str = "3.11") -> tuple[str, ...]:
+    """The OS packages torch's JIT step installs for ``python``, as the shipped matrix says."""
+    from imagectl.cli.workspace import Workspace
+
+    framework = Workspace().profile("torch-2.3-cu121").framework
+    return tuple(p.format(python=python) for p in framework.jit_packages)
 
 
 @pytest.fixture(scope="session")
 def mirror(docker_client, registry) -> Mirror:
     """Stand-in ``nvidia/cuda`` images pushed to ``<registry>/hub/nvidia/cuda:...``."""
     digests = {}
-    for public, (cuda, nccl) in BASES.items():
-        local = standin_base_image(docker_client, f"imagectl-test/{public}", env=cuda_base_env(cuda, nccl=nccl))
+    for public, (cuda, nccl, toolchain) in BASES.items():
+        local = standin_base_image(docker_client, f"imagectl-test/{public}", env=cuda_base_env(cuda, nccl=nccl),
+                                   packages=jit_toolchain() if toolchain else ())
         _, digest = push_to_registry(docker_client, local, registry.host, f"{MIRROR_PREFIX}/{public}")
         digests[public] = digest
     return Mirror(registry, MIRROR_PREFIX, digests)

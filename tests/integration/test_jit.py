@@ -14,7 +14,9 @@ from tests.integration.conftest import write_config
 
 pytestmark = pytest.mark.integration
 
-PROFILE = "torch-2.3-cu121-py3.11"  # the default flavour; the stand-in base is Debian bookworm, whose python is 3.11
+# the runtime flavour: its stand-in base lacks the toolchain (the -base stand-in carries it: BASES in
+# tests/integration/conftest.py), so the JIT layer installs it from the archive; Debian bookworm's python is 3.11
+PROFILE = "torch-2.3-cu121-runtime-py3.11"
 COMPILE_OK = "ok    torch.compile on CPU: expected ok, found ok"
 # A C++ program, and a C++ Python extension built against the include path of the image's Python
 PROBE = """set -eu

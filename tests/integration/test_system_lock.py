@@ -19,7 +19,9 @@ from tests.integration.support.wheels import IndexServer, start_simple_index
 
 pytestmark = pytest.mark.integration
 
-PROFILE = "torch-2.3-cu121-py3.11"  # the stand-in base is Debian bookworm: Python 3.11 is the base's own
+# the runtime flavour: its stand-in base lacks the JIT toolchain, so the system lock has packages to pin (the -base
+# stand-in carries them); the stand-in base is Debian bookworm: Python 3.11 is the base's own
+PROFILE = "torch-2.3-cu121-runtime-py3.11"
 DPKG = ["dpkg-query", "-W", "-f=${Package}=${Version}\\n"]
 
 
@@ -56,7 +58,7 @@ def test_the_build_installs_the_system_lock_and_a_warm_cache_downloads_nothing(r
     made = run_cli("lock", PROFILE, "--system")
     assert made.code == 0, made.err[-3000:]
     (path,) = locks.glob("*.apt.lock")
-    assert path.name == "torch-12.1.1-base-ubuntu22.04-py3.11.apt.lock"
+    assert path.name == "torch-12.1.1-runtime-ubuntu22.04-py3.11.apt.lock"
     lock = read_system_lock(path)
     assert lock.packages("python") == () and "the base has Python 3.11" in lock.note("python")
     pins = {p.pin for p in lock.packages("jit")}

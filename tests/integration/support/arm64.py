@@ -140,7 +140,8 @@ def push_multiplatform_base(docker_client, registry_host: str, prefix: str, publ
     made."""
     name, _, tag = public.rpartition(":")
     repo = f"{prefix}/{name}"
-    local = standin_base_image(docker_client, f"imagectl-test/{public}", env=env)
+    # both children carry the JIT toolchain (the arm64 rootfs has it: DPKG_INSTALLED), so neither build runs apt
+    local = standin_base_image(docker_client, f"imagectl-test/{public}", env=env, packages=DPKG_INSTALLED)
     push_to_registry(docker_client, local, registry_host, f"{repo}:{tag}-amd64")
     client = RegistryClient(registry_host, insecure=True)
     amd64 = client.get_manifest(repo, f"{tag}-amd64")

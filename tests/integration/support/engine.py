@@ -304,16 +304,28 @@ def _env_line(name: str, value: str) -> str:
     return f'ENV {name}="{quoted}"'
 
 
-def standin_dockerfile(rootfs_ref: str, env: Mapping[str, str], key: str) -> str:
-    """Return the metadata-only Dockerfile that turns the rootfs image into a stand-in base image.
+_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
 
-    It sets a default ``PATH``, then ``env`` (sorted), ``CMD ["/bin/bash"]`` and the cache label.
+
+def standin_dockerfile(rootfs_ref: str, env: Mapping[str, str], key: str, packages: Sequence[str] = ()) -> str:
+    """Return the Dockerfile that turns the rootfs image into a stand-in base image.
+
+    It installs ``packages`` from the Debian archive (one layer; none: metadata only), sets a default ``PATH``,
+    then ``env`` (sorted), ``CMD ["/bin/bash"]`` and the cache label.
 
     Raises:
-        ValueError: an ENV name or value cannot be written (see :func:`_env_line`).
+        ValueError: an ENV name or value cannot be written (see :func:`_env_line`), or a package name is not one.
     """
     merged = {"PATH": DEFAULT_PATH, **env}
-    lines = [f"FROM {rootfs_ref}", *(_env_line(n, v) for n, v in sorted(merged.items()))]
+    lines = [f"FROM {rootfs_ref}"]
+    if packages:
+        bad = [p for p in packages if not _PACKAGE.match(p)]
+        if bad:
+            raise ValueError(f"not Debian package names: {bad}")
+        lines.append("RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+                     f"--no-install-recommends {' '.join(sorted(packages))} >/dev/null && apt-get clean && "
+                     "rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log")
+    lines += [_env_line(n, v) for n, v in sorted(merged.items())]
     return "\n".join([*lines, 'CMD ["/bin/bash"]', f'LABEL {STANDIN_LABEL}="{key}"']) + "\n"
 
 
@@ -366,14 +378,15 @@ def rootfs_image(client: docker.DockerClient, suite: str) -> str:
 
 
 def _build_metadata_image(client: docker.DockerClient, dockerfile: str, ref: str) -> None:
-    """Build ``dockerfile`` (no build context, no RUN) and tag the result ``ref``.
+    """Build ``dockerfile`` (no build context; an apt RUN at most, on the host's network) and tag the result
+    ``ref``.
 
     Raises:
         RuntimeError: the engine refused the build.
     """
     try:
         client.images.build(fileobj=io.BytesIO(dockerfile.encode("utf-8")), tag=ref, rm=True, forcerm=True,
-                            pull=False)
+                            pull=False, network_mode="host")
     except (docker.errors.BuildError, docker.errors.APIError) as exc:
         raise RuntimeError(f"could not make stand-in {ref}: {exc}") from exc
 
@@ -384,12 +397,14 @@ def standin_base_image(
     python: str = "3.11",
     env: Mapping[str, str] | None = None,
     replace_foreign: bool = False,
+    packages: Sequence[str] = (),
 ) -> str:
     """Make ``ref`` (e.g. ``nvidia/cuda:12.1.1-runtime-ubuntu22.04``) a stand-in Debian image; return ``ref``.
 
     The image is a minbase Debian rootfs whose system ``python3`` is ``python`` (only ``3.11``, Debian
     bookworm's, is supported) with ``python3-venv``, ``python3-pip`` and ``ca-certificates``; it carries
-    ``env`` (see :func:`cuda_base_env`) plus a default ``PATH`` as ENV and ``CMD ["/bin/bash"]``.
+    ``env`` (see :func:`cuda_base_env`) plus a default ``PATH`` as ENV and ``CMD ["/bin/bash"]``, and, in a
+    layer of their own, ``packages`` from the Debian archive (the JIT toolchain for the ``-base`` stand-in).
     The rootfs tarball is built once (a minute or so) and cached on disk, imported once per engine
     (seconds), and each ``ref`` is a metadata-only image on top of it (about a second); nothing is redone
     when the engine already has ``ref`` with the same cache key (label :data:`STANDIN_LABEL`). An image
@@ -404,8 +419,8 @@ def standin_base_image(
         raise ValueError(f"stand-in base images support python {sorted(SUITE_FOR_PYTHON)}, not {python!r}")
     suite = SUITE_FOR_PYTHON[python]
     fs_key = rootfs_key(suite, STANDIN_PACKAGES, debian_mirror_lines(suite))
-    key = _digest({"rootfs": fs_key, "env": dict(env or {})})
-    dockerfile = standin_dockerfile(f"{ROOTFS_REPOSITORY}:{suite}-{fs_key}", env or {}, key)
+    key = _digest({"rootfs": fs_key, "env": dict(env or {}), **({"packages": sorted(packages)} if packages else {})})
+    dockerfile = standin_dockerfile(f"{ROOTFS_REPOSITORY}:{suite}-{fs_key}", env or {}, key, packages)
     if not _standin_is_current(client, ref, key, replace_foreign):
         rootfs_image(client, suite)
         _build_metadata_image(client, dockerfile, ref)
