@@ -216,12 +216,3 @@ def empty_storage(monkeypatch, where: Path) -> None:
     conf = where / "storage.conf"
     conf.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{where}/root"\nrunroot = "{where}/run"\n')
     monkeypatch.setenv("CONTAINERS_STORAGE_CONF", str(conf))
-
-
-def with_buildah(config: Path) -> Path:
-    """``config`` (made by :func:`write_config`) with ``[build] engine = "buildah"``."""
-    text = config.read_text().replace('\nengine = "docker"\n', '\n').replace(
-        '[build]\nnetwork = "host"', '[build]\nnetwork = "host"\nengine = "buildah"')
-    assert 'engine = "buildah"' in text
-    config.write_text(text)
-    return config

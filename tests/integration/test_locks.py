@@ -23,7 +23,7 @@ import pytest
 from imagectl.errors import NotFoundError
 from imagectl.registry import RegistryClient
 from tests.conftest import REPO
-from tests.integration.conftest import empty_storage, shipped_pins, skip_or_fail, with_buildah, write_config
+from tests.integration.conftest import empty_storage, shipped_pins, skip_or_fail, write_config
 from tests.integration.support.registry import FaultInjectingProxy
 from tests.integration.support.skips import require_binary
 from tests.integration.support.wheels import (IndexServer, make_standin_framework_wheels, make_wheel,
@@ -273,8 +273,8 @@ def test_two_fresh_runners_share_the_cuda_layer_and_the_second_push_uploads_none
     runner's push, measured at the registry through a counting proxy, mounts them from the first repository and
     sends none of their bytes."""
     require_binary("buildah")
-    config = with_buildah(write_config(tmp_path, mirror=mirror, index_url=release_index.url, registry=registry,
-                                       namespace="runners"))
+    config = write_config(tmp_path, mirror=mirror, index_url=release_index.url, registry=registry,
+                          namespace="runners", engine="buildah")
     empty_storage(monkeypatch, tmp_path / "runner-a")
     first = run_cli("build", OLDER, "--quiet")
     assert first.code == 0, first.err[-3000:]

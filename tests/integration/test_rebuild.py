@@ -16,7 +16,7 @@ import pytest
 from imagectl import __version__
 from imagectl.labels import BUILD_KEY, IMAGECTL_VERSION, LOCK_SHA256, OCI_BASE_DIGEST, PROFILE
 from imagectl.registry import Manifest, RegistryClient
-from tests.integration.conftest import empty_storage, with_buildah, write_config
+from tests.integration.conftest import empty_storage, write_config
 from tests.integration.support.registry import make_sample_image, push_sample_image
 from tests.integration.support.skips import require_binary
 
@@ -62,7 +62,8 @@ def _change_a_file_in_the_top_layer(client: RegistryClient, repo: str, tag: str)
 
 def _build(run_cli, tmp_path, mirror, wheel_index, registry, namespace: str) -> tuple[RegistryClient, str, str]:
     require_binary("buildah")
-    with_buildah(write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace=namespace))
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace=namespace,
+                 engine="buildah")
     built = run_cli("build", PROFILE_NAME, "--quiet")
     assert built.code == 0, built.err[-3000:]
     client = RegistryClient(registry.host, insecure=True)
