@@ -23,7 +23,10 @@ from tests.integration.support.engine import (  # noqa: E402
 from tests.integration.support.registry import start_registry  # noqa: E402
 from tests.integration.support.wheels import make_standin_framework_wheels, serve_simple_index  # noqa: E402
 
-BASE = "nvidia/cuda:12.1.1-runtime-ubuntu22.04"
+# The stand-in of each public base a benchmarked profile may name: (CUDA release, NCCL_VERSION the real image sets;
+# the base flavour has no system NCCL), as tests/integration/conftest.py's BASES.
+BASES = {"nvidia/cuda:12.1.1-base-ubuntu22.04": ("12.1.1", None),
+         "nvidia/cuda:12.1.1-runtime-ubuntu22.04": ("12.1.1", "2.17.1-1")}
 
 
 @dataclass
@@ -42,8 +45,7 @@ def start(stack: ExitStack, profiles: list[str]) -> Setup:
     work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="imagectl-bench-")))
     registry = start_registry(work / "registry")
     stack.callback(registry.stop)
-    local = standin_base_image(client, f"imagectl-test/{BASE}", env=cuda_base_env("12.1.1", nccl="2.17.1-1"))
-    push_to_registry(client, local, registry.host, f"hub/{BASE}")
+    mirror_bases(client, registry.host, profiles)
     wheels = work / "wheels"
     ws = Workspace()
     for name in profiles:
@@ -56,13 +58,29 @@ def start(stack: ExitStack, profiles: list[str]) -> Setup:
     return Setup(work, registry.host, work / "registry", url)
 
 
-def write_config(setup: Setup, project: Path, *, push: bool, namespace: str, context_dir: Path | None = None) -> None:
-    """An imagectl.toml in ``project`` for the benchmark."""
-    lines = ["[registry]", f'namespace = "{namespace}"']
+def mirror_bases(client, registry_host: str, profiles: list[str]) -> dict[str, str]:
+    """Push the stand-in of each base ``profiles`` name to ``REGISTRY/hub/<public name>``; {public name: digest}."""
+    from imagectl.cli.workspace import Workspace
+
+    ws, digests = Workspace(), {}
+    for public in sorted({ws.profile(name).base_image.familiar for name in profiles}):
+        cuda, nccl = BASES[public]
+        local = standin_base_image(client, f"imagectl-test/{public}", env=cuda_base_env(cuda, nccl=nccl))
+        digests[public] = push_to_registry(client, local, registry_host, f"hub/{public}")[1]
+    return digests
+
+
+def write_config(setup: Setup, project: Path, *, push: bool, namespace: str, context_dir: Path | None = None,
+                 registry: dict[str, str] | None = None, build: dict[str, str] | None = None) -> None:
+    """An imagectl.toml in ``project`` for the benchmark; ``registry`` and ``build`` add keys (TOML values as
+    written) to those sections; without ``setup.index_url`` pip uses the profile's own index."""
+    lines = ["[registry]", f'namespace = "{namespace}"', *(f"{k} = {v}" for k, v in (registry or {}).items())]
     if push:
         lines.insert(1, f'url = "{setup.registry_host}"')
-    lines += ["[mirrors]", f'"docker.io" = "{setup.registry_host}/hub"', "[pip]", f'index_url = "{setup.index_url}"',
-              "[build]", 'network = "host"']
+    lines += ["[mirrors]", f'"docker.io" = "{setup.registry_host}/hub"']
+    if setup.index_url:
+        lines += ["[pip]", f'index_url = "{setup.index_url}"']
+    lines += ["[build]", 'network = "host"', *(f"{k} = {v}" for k, v in (build or {}).items())]
     if context_dir is not None:
         lines += ["[paths]", f'context = ["{context_dir}"]']
     project.mkdir(parents=True, exist_ok=True)

@@ -42,7 +42,8 @@ def bench_size(setup: _fixture.Setup, size_mb: int, runs: int) -> tuple[float, f
     with (context / "big.bin").open("wb") as handle:
         for _ in range(size_mb):
             handle.write(os.urandom(1 << 20))
-    _fixture.write_config(setup, project, push=False, namespace=f"bench{size_mb}", context_dir=context)
+    _fixture.write_config(setup, project, push=False, namespace=f"bench{size_mb}", context_dir=context,
+                          build={"engine": '"docker"'})  # render -o must give what `docker build` reads
     run(_fixture.imagectl(project, "build", PROFILE), project)  # the real build, once
     rendered = project / "rendered"
     run(_fixture.imagectl(project, "render", PROFILE, "-o", str(rendered)), project)
