@@ -25,18 +25,19 @@ def registry_tags(server, repo: str) -> dict[str, str]:
 
 
 def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, registry, docker_config, engine):
-    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="e2e", engine=engine)
+    namespace = f"e2e-{engine or 'auto'}"  # one per engine: both run in one registry
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace=namespace, engine=engine)
     first = run_cli("build", PROFILE)
     assert first.code == 0, first.err[-3000:]
     assert "check: ok" in first.err and "torch loaded" not in first.err
     assert f"{PROFILE}  built" in first.out
 
-    tags = registry_tags(registry, f"e2e/{PROFILE}")
+    tags = registry_tags(registry, f"{namespace}/{PROFILE}")
     immutable = [t for t in tags if t.startswith("2.3.1-cu121-py3.11-")]
     assert len(immutable) == 1 and tags["latest"] == tags[immutable[0]]
 
     client = RegistryClient(registry.host, insecure=True)
-    config = client.get_image_config(f"e2e/{PROFILE}", client.get_manifest(f"e2e/{PROFILE}", "latest"))
+    config = client.get_image_config(f"{namespace}/{PROFILE}", client.get_manifest(f"{namespace}/{PROFILE}", "latest"))
     labels = config.labels
     assert labels["imagectl.profile"] == PROFILE and labels["imagectl.nccl"] == "2.20.5"
     assert labels["imagectl.engine"] == (engine or "buildah")  # auto (the default) took buildah, with no daemon
@@ -52,7 +53,7 @@ def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, regi
 
     again = run_cli("build", PROFILE)
     assert again.code == 0 and f"{PROFILE}  reused" in again.out
-    assert registry_tags(registry, f"e2e/{PROFILE}") == tags  # nothing new, nothing moved
+    assert registry_tags(registry, f"{namespace}/{PROFILE}") == tags  # nothing new, nothing moved
 
     tested = run_cli("test", PROFILE, "--json")
     assert tested.code == 0, tested.err
@@ -76,12 +77,13 @@ def tamper_hash(lock_text: str, package: str) -> tuple[str, str]:
 
 def test_failed_build_and_failed_check_leave_the_moving_tag(run_cli, tmp_path, mirror, wheel_index, lying_wheel_index,
                                                             empty_index, registry, docker_config, engine):
-    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="fail", engine=engine)
+    namespace = f"fail-{engine or 'auto'}"  # one per engine: both run in one registry
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace=namespace, engine=engine)
     assert run_cli("build", PROFILE).code == 0
-    before = registry_tags(registry, f"fail/{PROFILE}")
+    before = registry_tags(registry, f"{namespace}/{PROFILE}")
 
     # an index without the framework: the build fails at the lock, before any Docker build, naming the index
-    write_config(tmp_path, mirror=mirror, index_url=empty_index, registry=registry, namespace="fail", engine=engine)
+    write_config(tmp_path, mirror=mirror, index_url=empty_index, registry=registry, namespace=namespace, engine=engine)
     broken = run_cli("build", PROFILE)
     assert broken.code == 1
     assert f"{PROFILE}  failed" in broken.out
@@ -89,12 +91,12 @@ def test_failed_build_and_failed_check_leave_the_moving_tag(run_cli, tmp_path, m
     assert len(error) == 1, broken.err[-3000:]
     assert "cannot lock" in error[0] and empty_index in error[0] and "[pip] index_url" in error[0], error
     assert f"building {PROFILE}" not in broken.err
-    assert registry_tags(registry, f"fail/{PROFILE}") == before
+    assert registry_tags(registry, f"{namespace}/{PROFILE}") == before
 
     # a team lock whose hash of one package is wrong: pip refuses the file at the build step
     locks = tmp_path / "locks"
     locks.mkdir()
-    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="fail", locks=locks,
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace=namespace, locks=locks,
                  engine=engine)
     made = run_cli("lock", PROFILE)
     assert made.code == 0, made.err
@@ -109,18 +111,19 @@ def test_failed_build_and_failed_check_leave_the_moving_tag(run_cli, tmp_path, m
     assert any("DO NOT MATCH THE HASHES" in line for line in tail), tampered.err[-3000:]  # pip's own complaint
     assert any("filelock==" in line for line in tail), tail
     assert any(f"Expected sha256 {wrong}" in line for line in tail), tail  # pip checked the tampered team lock
-    assert registry_tags(registry, f"fail/{PROFILE}") == before
+    assert registry_tags(registry, f"{namespace}/{PROFILE}") == before
 
-    write_config(tmp_path, mirror=mirror, index_url=lying_wheel_index, registry=registry, namespace="fail",
+    write_config(tmp_path, mirror=mirror, index_url=lying_wheel_index, registry=registry, namespace=namespace,
                  engine=engine)
     lying = run_cli("build", PROFILE)
     assert lying.code == 1
     assert "check: in-image check failed: nccl loaded by torch: expected 2.20.5, found 2.19.3" in lying.err
-    assert registry_tags(registry, f"fail/{PROFILE}") == before
+    assert registry_tags(registry, f"{namespace}/{PROFILE}") == before
 
 
 def test_push_to_registry_with_basic_auth(run_cli, tmp_path, mirror, wheel_index, auth_registry, docker_config, engine):
-    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=auth_registry, namespace="secure",
+    namespace = f"secure-{engine or 'auto'}"  # one per engine: both run in one registry
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=auth_registry, namespace=namespace,
                  engine=engine)
     denied = run_cli("build", PROFILE)
     assert denied.code == 1 and auth_registry.password not in denied.err + denied.out
@@ -131,7 +134,7 @@ def test_push_to_registry_with_basic_auth(run_cli, tmp_path, mirror, wheel_index
 
     credentials = Credentials(auth_registry.username, auth_registry.password)
     client = RegistryClient(auth_registry.host, insecure=True, credentials=credentials)
-    tags = client.list_tags(f"secure/{PROFILE}")
+    tags = client.list_tags(f"{namespace}/{PROFILE}")
     assert "latest" in tags and any(t.startswith("2.3.1-cu121-py3.11-") for t in tags)
 
 
@@ -162,15 +165,16 @@ def test_local_engine_only(run_cli, tmp_path, mirror, wheel_index, docker_client
 
 
 def test_extras_on_a_managed_base(run_cli, tmp_path, mirror, wheel_index, registry, docker_config, engine):
-    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace="team", engine=engine)
+    namespace = f"team-{engine or 'auto'}"  # one per engine: both run in one registry
+    write_config(tmp_path, mirror=mirror, index_url=wheel_index, registry=registry, namespace=namespace, engine=engine)
     assert run_cli("build", PROFILE).code == 0
     (tmp_path / "req.txt").write_text("# our extras\nteam-extra==1.0\n")
-    base = f"{registry.host}/team/{PROFILE}:latest"
+    base = f"{registry.host}/{namespace}/{PROFILE}:latest"
     r = run_cli("build", PROFILE, "--base", base, "--requirements", "req.txt", "--suffix", "nlp")
     assert r.code == 0, r.err[-2000:]
-    tags = registry_tags(registry, f"team/{PROFILE}-nlp")
+    tags = registry_tags(registry, f"{namespace}/{PROFILE}-nlp")
     assert "latest" in tags
-    before = registry_tags(registry, f"team/{PROFILE}")
+    before = registry_tags(registry, f"{namespace}/{PROFILE}")
     assert before["latest"] != tags["latest"]  # the profile's own moving tag did not move
     bad = run_cli("build", PROFILE, "--requirements", "missing.txt")
     assert bad.code == 2 and "missing.txt" in bad.err
