@@ -37,19 +37,37 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["XDG_STATE_HOME"] = str(scratch / "state")
 
 
-# The longest files (each a few minutes of builds, measured in CI with --durations) run first: .ci/run gives whole
-# files to three processes (pytest-xdist --dist loadfile), and a long file started last keeps one process busy
-# alone at the end.  Only the order of files changes; tests inside a file keep theirs.
-LONGEST_FIRST = ("tests/integration/test_platform_build.py", "tests/integration/test_rebuild.py",
-                 "tests/integration/test_build.py", "tests/integration/test_build_progress.py",
-                 "tests/integration/test_evidence.py", "tests/integration/test_system_lock.py",
-                 "tests/integration/test_import.py", "tests/integration/test_locks.py")
+# The longest files (each a few minutes of builds, measured in CI with --durations: .ci/run's log) run first: .ci/run
+# gives whole files to three processes (pytest-xdist --dist loadgroup, each file one group), and a long file started
+# last keeps one process busy alone at the end.  Only the order of files changes; tests inside a file keep theirs.
+LONGEST_FIRST = ("tests/integration/test_build.py", "tests/integration/test_locks.py",
+                 "tests/integration/test_platform_build.py", "tests/integration/test_rebuild.py",
+                 "tests/integration/test_import.py", "tests/integration/test_evidence.py",
+                 "tests/integration/test_system_lock.py", "tests/integration/test_build_progress.py",
+                 "tests/integration/test_secrets.py")
+# Files whose tests on the two engines (the ``engine`` fixture) are two groups, so two processes share them: the
+# buildah half of test_build alone is some 6 minutes of builds.
+SPLIT_BY_ENGINE = ("tests/integration/test_build.py",)
 
 
+def xdist_group(item: pytest.Item) -> str:
+    """The group of ``item`` under ``--dist loadgroup``: its file (module fixtures are made once per group), or
+    the file and the engine for :data:`SPLIT_BY_ENGINE`."""
+    path = item.nodeid.split("::", 1)[0]
+    callspec = getattr(item, "callspec", None)
+    if path in SPLIT_BY_ENGINE and callspec is not None and "engine" in callspec.params:
+        return f"{path}:{callspec.params['engine']}"
+    return path
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Move the files of :data:`LONGEST_FIRST` to the front, in that order (a stable sort)."""
+    """Move the files of :data:`LONGEST_FIRST` to the front, in that order (a stable sort), and put each test in
+    its :func:`xdist_group`."""
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
