@@ -257,6 +257,9 @@ def _build(plan: Plan, store: TagStore, config: Config, engine: Engine, trace: T
     result = BuildResult(_short_name(repo), "built", tag, target, image_id=image_id, notes=attested,
                          downloads=list(pip.downloads), engine=engine.name, reproducible=engine.reproducible,
                          pushed_bytes=pushed_bytes, platforms=[replace(platform, digest=target if publish else "")])
+    if pushed_bytes is not None and engine.name == "docker" and config.registry_compression != "gzip":
+        result.notes.append(f"[registry] compression = {config.registry_compression} is the buildah engine's: the "
+                            "Docker engine pushed gzip layers")
     if not plan.request.moves_latest:
         result.notes.append(_NOT_MOVED.format(platform=plan.platform))
         return result

@@ -194,6 +194,13 @@ def test_fresh_build_tags_pushes_and_moves_latest(profile, engine, registry, bas
     assert "check: ok    nccl loaded by torch: expected 2.20.5, found 2.20.5" in logs.lines[NAME]
 
 
+def test_zstd_asked_of_the_docker_engine_is_a_note_not_silence(profile, engine, registry):
+    result = build(profile, with_registry(registry_compression="zstd"), engine)
+    assert engine.name == "docker" and result.status == "built"
+    assert result.notes == ["[registry] compression = zstd is the buildah engine's: the Docker engine pushed gzip "
+                            "layers"]
+
+
 def test_fresh_build_into_the_local_engine_tags_locally_and_pushes_nothing(profile, tmp_path):
     engine = FakeEngine()  # no registry: the real open_tag_store gives the engine's own store
     result = build(profile, Config(namespace="ml"), engine)
