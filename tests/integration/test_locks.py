@@ -300,6 +300,17 @@ def test_two_fresh_runners_share_the_cuda_layer_and_the_second_push_uploads_none
     assert diff_ids[repo_a][:shared] == diff_ids[repo_b][:shared]
     assert blobs[repo_a][:shared] == blobs[repo_b][:shared]
     assert diff_ids[repo_a][shared] != diff_ids[repo_b][shared]  # COPY lock-2-framework.txt: torch 2.3.0 vs 2.3.1
+    # a change to the lock moves only the layers that hold it: the COPY of a lock file whose contents changed
+    # (buildah's history names a copied file by its content's hash) and the pip step that installs it
+    steps = {repo: [e.get("created_by", "") for e in configs[repo]["history"] if not e.get("empty_layer")]
+             for repo in (repo_a, repo_b)}
+    assert len(steps[repo_a]) == len(steps[repo_b]) == len(diff_ids[repo_b])
+    holds_change = set()
+    for k, (step_a, step_b) in enumerate(zip(steps[repo_a], steps[repo_b])):
+        if step_a != step_b:
+            holds_change |= {k, k + 1} if "pip install" in steps[repo_b][min(k + 1, len(steps[repo_b]) - 1)] else {k}
+    differs = {k for k, (a, b) in enumerate(zip(diff_ids[repo_a], diff_ids[repo_b])) if a != b}
+    assert differs == holds_change, (sorted(differs), sorted(holds_change), steps[repo_b])
     cuda = blobs[repo_b][shared - 1]
 
     exchanges, sent = proxy.exchanges(), proxy.uploaded_by_blob()
