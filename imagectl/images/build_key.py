@@ -4,6 +4,7 @@ see :mod:`imagectl.labels`, and in the immutable tag's name)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Mapping
 
 from ..render.context import NETRC_FILE
@@ -21,14 +22,28 @@ def _public_netrc(content: bytes) -> bytes:
     return "\n".join(lines).encode()
 
 
+# a FROM line whose image is pinned by digest: (the line up to the image)(where it is pulled from)(@sha256:...)
+_PINNED_FROM = re.compile(rb"^(FROM\s+(?:--platform=\S+\s+)?)(\S+)(@sha256:[0-9a-f]{64})(?=\s|$)",
+                          re.MULTILINE | re.IGNORECASE)
+
+
+def _base_by_digest(dockerfile: bytes) -> bytes:
+    """The Dockerfile with each base pinned by digest named by the digest alone: the same base pulled through
+    another mirror, a team copy (``bases sync``) or a registry on another port is the same build."""
+    return _PINNED_FROM.sub(rb"\1\3", dockerfile)
+
+
 def build_key(files: Mapping[str, bytes], base_digest: str, build_args: Mapping[str, str],
               file_digests: Mapping[str, str] | None = None) -> str:
-    """sha256 over the rendered context (names and contents; of a pip netrc file only hosts and logins), the
-    digests of added context files, the base image digest and the build args.
+    """sha256 over the rendered context (names and contents; of a pip netrc file only hosts and logins; of the
+    Dockerfile's ``FROM REF@sha256:...`` only the digest), the digests of added context files, the base image digest
+    and the build args.
 
     Pure and order-independent: the same inputs always give the same 64 hex digits.
     """
     public = {name: _public_netrc(content) if name == NETRC_FILE else content for name, content in files.items()}
+    if "Dockerfile" in public:
+        public["Dockerfile"] = _base_by_digest(public["Dockerfile"])
     digests = {name: hashlib.sha256(content).hexdigest() for name, content in public.items()}
     digests.update(file_digests or {})
     h = hashlib.sha256()

@@ -22,6 +22,22 @@ def test_build_key_changes_with_every_input():
     assert re.fullmatch(r"[0-9a-f]{64}", key), key  # a sha256, as lower-case hex
 
 
+def test_where_a_pinned_base_is_pulled_from_is_not_part_of_the_key():
+    """The same base digest through another mirror, a team copy or a registry on another port is the same build
+    (the image's labels carry the key, so a mirror's name in it gave another image digest)."""
+    digest = "sha256:" + "c" * 64
+
+    def key(from_line: str) -> str:
+        return build_key({"Dockerfile": f"{from_line}\nRUN true\n".encode()}, digest, {})
+
+    mirrored = key(f"FROM 127.0.0.1:5000/hub/nvidia/cuda@{digest}")
+    assert mirrored == key(f"FROM team.example.com/bases/nvidia/cuda@{digest}") == key(f"FROM nvidia/cuda@{digest}")
+    assert mirrored == key(f"FROM 127.0.0.1:41234/hub/nvidia/cuda@{digest}")  # a test registry on another port
+    assert key(f"FROM --platform=linux/arm64 h/cuda@{digest}") != mirrored  # the platform stays
+    assert key(f"FROM h/cuda@sha256:{'d' * 64}") != mirrored  # another base is another build
+    assert key("FROM h/cuda:12.1") != key("FROM h/cuda:12.2")  # unpinned: the reference is all there is
+
+
 def test_context_files_and_cached_digests(tmp_path):
     root = tmp_path / "ctx"
     (root / "wheels").mkdir(parents=True)
