@@ -177,3 +177,10 @@ def apply_mirror(ref: Reference, mirrors: Mapping[str, str]) -> Reference:
         return ref
     mirrored = parse_reference(f"{prefix.rstrip('/')}/{ref.path}")
     return Reference(mirrored.domain, mirrored.path, ref.tag, ref.digest)
+
+
+# A Dockerfile's FROM line whose image is pinned by digest: (the line up to the image)(where it is pulled from)
+# (@sha256:...).  The buildah engine names such a base by its digest (engine/buildah.py), the build key leaves out
+# where it is pulled from (images/build_key.py).
+PINNED_FROM = re.compile(r"^(FROM\s+(?:--platform=\S+\s+)?)(\S+)(@sha256:[0-9a-f]{64})(?=\s|$)",
+                         re.MULTILINE | re.IGNORECASE)

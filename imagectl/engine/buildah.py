@@ -33,6 +33,7 @@ from typing import Any
 
 from ..errors import BuildError, EngineError, NotFoundError
 from ..redact import redact
+from ..reference import PINNED_FROM
 from . import TAIL_LINES, Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed
 
 LOCAL_HOST = "localhost"
@@ -130,12 +131,12 @@ class BuildahEngine(Engine):
         named: dict[str, str] = {}
 
         def canonical(match: re.Match[str]) -> str:
-            ref = match[2]
+            ref = match[2] + match[3]
             if ref not in named:
                 named[ref] = self._canonical_base(ref, platform, on_line)
             return match[1] + named[ref]
 
-        text = _PINNED_FROM.sub(canonical, text)
+        text = PINNED_FROM.sub(canonical, text)
         if not named:
             return dockerfile
         copy = tmp / "Dockerfile"
@@ -329,11 +330,6 @@ def canonical_base(ref: str, platform: str | None = None) -> str:
     algorithm, _, hexdigest = ref.rpartition("@")[2].partition(":")
     suffix = f"-{platform.replace('/', '-')}" if platform else ""
     return f"{CANONICAL_BASE_REPO}:{algorithm}-{hexdigest}{suffix}"
-
-
-# a FROM line whose image is pinned by digest: (the line up to the image)(the image)
-_PINNED_FROM = re.compile(r"^(FROM\s+(?:--platform=\S+\s+)?)(\S+@sha256:[0-9a-f]{64})(?=\s|$)",
-                          re.MULTILINE | re.IGNORECASE)
 
 
 def _from_hosts(dockerfile: Path) -> list[str]:

@@ -4,9 +4,9 @@ see :mod:`imagectl.labels`, and in the immutable tag's name)."""
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Mapping
 
+from ..reference import PINNED_FROM
 from ..render.context import NETRC_FILE
 
 
@@ -22,15 +22,10 @@ def _public_netrc(content: bytes) -> bytes:
     return "\n".join(lines).encode()
 
 
-# a FROM line whose image is pinned by digest: (the line up to the image)(where it is pulled from)(@sha256:...)
-_PINNED_FROM = re.compile(rb"^(FROM\s+(?:--platform=\S+\s+)?)(\S+)(@sha256:[0-9a-f]{64})(?=\s|$)",
-                          re.MULTILINE | re.IGNORECASE)
-
-
 def _base_by_digest(dockerfile: bytes) -> bytes:
     """The Dockerfile with each base pinned by digest named by the digest alone: the same base pulled through
     another mirror, a team copy (``bases sync``) or a registry on another port is the same build."""
-    return _PINNED_FROM.sub(rb"\1\3", dockerfile)
+    return PINNED_FROM.sub(r"\1\3", dockerfile.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
 
 def build_key(files: Mapping[str, bytes], base_digest: str, build_args: Mapping[str, str],
