@@ -24,7 +24,7 @@ from imagectl.errors import NotFoundError
 from imagectl.registry import RegistryClient
 from tests.conftest import REPO
 from tests.integration.conftest import empty_storage, shipped_pins, skip_or_fail, write_config
-from tests.integration.support.registry import FaultInjectingProxy
+from tests.integration.support.registry import CHANGE_MARK, FaultInjectingProxy, change_a_file_in_the_top_layer
 from tests.integration.support.skips import require_binary
 from tests.integration.support.wheels import (IndexServer, make_standin_framework_wheels, make_wheel,
                                               start_simple_index)
@@ -266,12 +266,14 @@ def test_profiles_with_the_same_cuda_pins_share_the_cuda_layer(run_cli, tmp_path
     assert layers[OLDER][frame] != layers[PROFILE][frame]  # torch 2.3.0 vs 2.3.1
 
 
-def test_two_fresh_runners_share_the_cuda_layer_and_the_second_push_uploads_none_of_it(
+def test_fresh_runners_share_the_cuda_layer_upload_none_of_it_and_reproduce_an_image(
         run_cli, tmp_path, monkeypatch, release_index, mirror, registry, docker_config):
     """Two CI runners, each with empty buildah storage, build torch 2.3.0 and 2.3.1 (the same CUDA pins) into two
     repositories of one registry: every layer up to the CUDA layer is the same blob in both images, and the second
     runner's push, measured at the registry through a counting proxy, mounts them from the first repository and
-    sends none of their bytes."""
+    sends none of their bytes.  A third runner, empty storage again, rebuilds the first image from its labels
+    (``rebuild --compare``): ``reproduced`` with its digest; once a file of the registry's image is changed, the
+    rebuild names the layer and the file (exit 1).  One test: each runner's build is a full build."""
     require_binary("buildah")
     config = write_config(tmp_path, mirror=mirror, index_url=release_index.url, registry=registry,
                           namespace="runners", engine="buildah")
@@ -332,9 +334,30 @@ def test_two_fresh_runners_share_the_cuda_layer_and_the_second_push_uploads_none
     assert result["pushed_bytes"] == sum(uploaded.values()) > 0
     mounted_in_image = [digest for digest in image if digest in mounted]
     assert re.search(rf"mounted from other repositories \({len(mounted_in_image)} blobs?\)", second.err), second.err
-    print(f"runner B: {sum(sent.values())} bytes uploaded ({sum(uploaded.values())} of the image's blobs, "
-          f"{sent.get(cuda, 0)} of the CUDA layer), {sum(sizes[d] for d in mounted_in_image)} bytes mounted "
-          f"({len(mounted_in_image)} blobs, CUDA layer {sizes[cuda]})")
+    measured = (f"runner B: {sum(sent.values())} bytes uploaded ({sum(uploaded.values())} of the image's blobs, "
+                f"{sent.get(cuda, 0)} of the CUDA layer), {sum(sizes[d] for d in mounted_in_image)} bytes mounted "
+                f"({len(mounted_in_image)} blobs, CUDA layer {sizes[cuda]})")
+
+    # runner C, empty storage: the same profile, lock and base built a second time, as `rebuild --compare` does it
+    config.write_text(config.read_text().replace(f'url = "{proxy.host}"', f'url = "{registry.host}"', 1))
+    empty_storage(monkeypatch, tmp_path / "runner-c")
+    same = run_cli("rebuild", OLDER, "--compare")
+    assert same.code == 0, same.out + same.err[-1500:]
+    assert same.out.strip() == f"reproduced {manifests[repo_a].digest}"
+    assert list((tmp_path / "runner-c" / "root").iterdir()), "the rebuild did not use the empty storage"
+
+    # the registry's image changed after the push: the rebuild (runner C, now warm) names the layer and the file
+    changed = change_a_file_in_the_top_layer(client, repo_a, "latest")
+    differs = run_cli("rebuild", f"{registry.host}/{repo_a}:latest", "--compare", "--json")
+    assert differs.code == 1, differs.err[-3000:]
+    document = json.loads(differs.out)
+    assert document["reproduced"] is False and document["layer"]["index"] == len(blobs[repo_a]) - 1
+    assert document["rebuilt_digest"] == manifests[repo_a].digest != document["registry_digest"]
+    # re-tarring the layer in the test may change other members' headers too: the changed file must be among them
+    [diff] = [f for f in document["layer"]["files"] if f["path"] == changed]
+    assert diff["registry"]["size"] == diff["rebuilt"]["size"] + len(CHANGE_MARK)
+    assert diff["registry"]["sha256"] != diff["rebuilt"]["sha256"]
+    print(measured)  # last: the CLI runs above read what the test prints
 
 
 def test_an_extra_that_conflicts_with_the_lock_is_refused_before_the_build(run_cli, tmp_path, release_index, mirror,

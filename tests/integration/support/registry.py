@@ -553,3 +553,40 @@ def push_sample_image(client: Any, repository: str, tag: str, image: SampleImage
     for blob in image.blobs:
         client.upload_blob(repository, blob)
     return str(client.put_manifest(repository, tag, Manifest.from_bytes(image.manifest, image.media_type)))
+
+
+CHANGE_MARK = b"\n# changed in the registry\n"
+
+
+def change_a_file_in_the_top_layer(client: Any, repository: str, tag: str) -> str:
+    """Replace the top layer of ``repository:tag`` in the registry by one where the first non-empty regular file
+    ends with :data:`CHANGE_MARK` (labels and everything else kept; a new config and manifest under ``tag``), as if
+    someone had changed the image after it was pushed; returns the path of the changed file."""
+    from imagectl.registry import Manifest
+
+    manifest = client.get_manifest(repository, tag)
+    data = manifest.json()
+    top = data["layers"][-1]
+    with client.open_blob(repository, top["digest"]) as reader:
+        original = gzip.decompress(reader.read())
+    changed_path, out = "", io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(original)) as source, tarfile.open(fileobj=out, mode="w",
+                                                                              format=tarfile.PAX_FORMAT) as target:
+        for member in source.getmembers():
+            content = source.extractfile(member).read() if member.isfile() else None
+            if content is not None and not changed_path and member.size > 0:
+                changed_path, content = member.name, content + CHANGE_MARK
+                member.size = len(content)
+            target.addfile(member, io.BytesIO(content) if content is not None else None)
+    assert changed_path, "the top layer has no regular file to change"
+    layer_tar = out.getvalue()
+    layer = gzip.compress(layer_tar, mtime=0)
+    config = json.loads(client.read_blob(repository, data["config"]["digest"]))
+    config["rootfs"]["diff_ids"][-1] = "sha256:" + hashlib.sha256(layer_tar).hexdigest()
+    config_bytes = json.dumps(config).encode()
+    client.upload_blob(repository, layer)
+    client.upload_blob(repository, config_bytes)
+    top.update(digest="sha256:" + hashlib.sha256(layer).hexdigest(), size=len(layer))
+    data["config"].update(digest="sha256:" + hashlib.sha256(config_bytes).hexdigest(), size=len(config_bytes))
+    client.put_manifest(repository, tag, Manifest.from_bytes(json.dumps(data).encode(), manifest.media_type))
+    return changed_path.removeprefix("./")
