@@ -37,37 +37,56 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["XDG_STATE_HOME"] = str(scratch / "state")
 
 
-# The longest files (each a few minutes of builds, measured in CI with --durations: .ci/run's log) run first: .ci/run
-# gives whole files to three processes (pytest-xdist --dist loadgroup, each file one group), and a long file started
-# last keeps one process busy alone at the end.  Only the order of files changes; tests inside a file keep theirs.
-LONGEST_FIRST = ("tests/integration/test_build.py", "tests/integration/test_locks.py",
-                 "tests/integration/test_platform_build.py", "tests/integration/test_rebuild.py",
+# The longest groups (each a few minutes of builds, measured with --durations) run first: .ci/run gives whole groups
+# to its processes (pytest-xdist --dist loadgroup, each file one group unless split below), and a long group started
+# last keeps one process busy alone at the end.  The first of them makes the stand-in bases on a fresh machine (a
+# minute or two of mmdebstrap and image builds, which every build test waits for), so the unit tests come right
+# after it: the other processes run them meanwhile.  Only the order of groups changes; a group's tests keep theirs.
+LONGEST_FIRST = ("tests/integration/test_build.py:docker", "tests/integration/test_build.py:buildah",
+                 "tests/integration/test_locks.py::test_fresh_runners_share_the_cuda_layer_upload_none_of_it_and_"
+                 "reproduce_an_image",
+                 "tests/integration/test_locks.py", "tests/integration/test_platform_build.py",
                  "tests/integration/test_import.py", "tests/integration/test_evidence.py",
-                 "tests/integration/test_system_lock.py", "tests/integration/test_build_progress.py",
-                 "tests/integration/test_secrets.py")
+                 "tests/integration/test_system_lock.py", "tests/integration/test_cluster.py",
+                 "tests/integration/test_build_progress.py", "tests/integration/test_secrets.py")
 # Files whose tests on the two engines (the ``engine`` fixture) are two groups, so two processes share them: the
-# buildah half of test_build alone is some 6 minutes of builds.
+# buildah half of test_build alone is some 4 minutes of builds.
 SPLIT_BY_ENGINE = ("tests/integration/test_build.py",)
+# Tests that are a group of their own (three runners' full builds, some 3 minutes; the module fixtures they use are
+# made again in their process: a stand-in index, seconds).
+OWN_GROUP = ("tests/integration/test_locks.py::test_fresh_runners_share_the_cuda_layer_upload_none_of_it_and_"
+             "reproduce_an_image",)
 
 
 def xdist_group(item: pytest.Item) -> str:
-    """The group of ``item`` under ``--dist loadgroup``: its file (module fixtures are made once per group), or
-    the file and the engine for :data:`SPLIT_BY_ENGINE`."""
+    """The group of ``item`` under ``--dist loadgroup``: its file (module fixtures are made once per group), the
+    file and the engine for :data:`SPLIT_BY_ENGINE`, or the test itself for :data:`OWN_GROUP`."""
     path = item.nodeid.split("::", 1)[0]
+    if item.nodeid in OWN_GROUP:
+        return item.nodeid
     callspec = getattr(item, "callspec", None)
     if path in SPLIT_BY_ENGINE and callspec is not None and "engine" in callspec.params:
         return f"{path}:{callspec.params['engine']}"
     return path
 
 
+def group_rank(group: str) -> int:
+    """Where a group runs: 0 the first of :data:`LONGEST_FIRST`, 1 the unit tests, then the rest of it, then the
+    others."""
+    if group in LONGEST_FIRST:
+        index = LONGEST_FIRST.index(group)
+        return 0 if index == 0 else 1 + index
+    return 1 if group.startswith("tests/unit/") else 1 + len(LONGEST_FIRST)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Move the files of :data:`LONGEST_FIRST` to the front, in that order (a stable sort), and put each test in
-    its :func:`xdist_group`."""
-    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+    """Order the groups (a stable sort): the first of :data:`LONGEST_FIRST`, the unit tests, the rest of
+    :data:`LONGEST_FIRST` in that order, then the others; and put each test in its :func:`xdist_group`."""
+    groups = {id(item): xdist_group(item) for item in items}
+    items.sort(key=lambda item: group_rank(groups[id(item)]))
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
