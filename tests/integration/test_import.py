@@ -21,18 +21,17 @@ from tests.integration.test_tags import skopeo_digest
 pytestmark = pytest.mark.integration
 
 PROFILE = "torch-2.3-cu121-py3.11"
-STANDIN = "imagectl-test/nvidia/cuda:12.1.1-runtime-ubuntu22.04"  # made by the mirror fixture
+STANDIN = "imagectl-test/nvidia/cuda:12.1.1-base-ubuntu22.04"  # made by the mirror fixture, with the JIT toolchain
 TEAM_IMAGE = "imagectl-test/team-own:v1"
 
 
 @pytest.fixture(scope="session")
 def team_image(docker_client, mirror, wheel_index) -> str:
-    """A team's image made without imagectl: the stand-in CUDA base, the compilers torch.compile needs (the
-    check compiles a function), a venv, torch and its pins from the index."""
+    """A team's image made without imagectl: the stand-in CUDA base (whose stand-in carries the compilers
+    torch.compile needs: the check compiles a function; no apt step to wait for), a venv, torch and its pins from
+    the index."""
     pins = " ".join(f"{name}=={version}" for name, version in sorted(shipped_pins("torch-2.3-cu121").items()))
     dockerfile = (f"FROM {STANDIN}\n"
-                  "RUN apt-get update && apt-get install -y --no-install-recommends gcc g++ python3.11-dev"
-                  " && rm -rf /var/lib/apt/lists/*\n"
                   "RUN python3 -m venv /opt/team"
                   f" && /opt/team/bin/pip install --no-cache-dir --index-url {wheel_index} {pins}\n"
                   "ENV PATH=/opt/team/bin:$PATH\n")
@@ -44,8 +43,8 @@ def team_image(docker_client, mirror, wheel_index) -> str:
 @pytest.fixture(scope="session")
 def pushed_team_image(docker_client, team_image, registry) -> tuple[str, str]:
     """The team's image pushed by the engine to ``registry`` as ``team/own:v1``: (reference, digest).  Pushed once
-    (it carries a compiler layer of some 200 MB, which the engine compresses on every push); the imports only read
-    it."""
+    (its base layers with the compilers, some 250 MB, which the engine compresses on every push); the imports
+    only read it."""
     return push_to_registry(docker_client, team_image, registry.host, "team/own:v1")
 
 
