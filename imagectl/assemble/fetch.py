@@ -1,0 +1,426 @@
+"""The exact wheel files a lock pins, downloaded on the host into a content-addressed cache.
+
+The image build installs a lock's wheels without pip (:mod:`.install`), so the files must be chosen the way pip
+would choose them on the image's platform, and be the very bytes the lock hashes:
+
+- :func:`supported_tags` lists the wheel tags CPython ``X.Y`` accepts on a lock's platform (``x86_64-manylinux_2_28``),
+  in pip's order, from the platform string alone (never from the running machine);
+- :func:`pick_wheel` takes, of one project's files on the index, the wheel of the locked version whose sha256 the
+  lock allows and whose best tag comes first in that order;
+- :func:`fetch_wheels` lists each project once, picks its file and downloads it, a few at a time.
+
+The cache is ``cache_dir/<sha256>/<file name>``.  A cached file is hashed again before it is used; one that does not
+match its name is replaced by a fresh download (written over, not deleted first: a process that has just put the
+right bytes there never loses them).  A download streams into a uniquely named temporary file next to its place,
+hashed as it comes, and is renamed into place only when its sha256 is the lock's; on any failure it is removed.
+
+Deadlines: listing a project is an index request like any other (the ``[pip] timeout`` for all of it,
+:mod:`imagectl.pypi.transport`).  A wheel has no size bound (torch's is 780 MB), so its download is not held to that
+whole-request deadline: the request itself (connecting, retries, the answer's headers) is, and then the body must
+keep coming: each MiB within ``settings.deadline_s`` of the previous one, and no socket read waiting longer than
+``settings.timeout`` (the registry client's rule for blobs, :class:`imagectl.registry.client.BlobReader`).
+
+A CA bundle (``[build] ca_bundle``) is the only trust store of the HTTPS requests made here, whatever
+``REQUESTS_CA_BUNDLE`` says: it is given to every HTTPS request by the session's adapter.  Every error is one line
+without credentials (URL userinfo and the index URL's password are masked).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import requests
+from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+from requests.adapters import HTTPAdapter
+
+from ..errors import BuildError, ImagectlError, InputError
+from ..lock.lockfile import LockedPackage
+from ..progress.units import count_of, human_bytes
+from ..pypi.simple import DistFile, project_files
+from ..pypi.transport import DEFAULT_SETTINGS, IndexDeadline, IndexSettings, error_for_status, index_error
+from ..pypi.transport import new_session, request
+from ..pypi.wheels import cpython_tag
+from ..redact import redact, userinfo_secrets
+from ..registry.body import read_some
+from ..registry.deadline import PROGRESS_BYTES
+
+_PLATFORM = re.compile(r"(?P<arch>x86_64|i686|aarch64|armv7l|ppc64le|s390x|riscv64)-manylinux_2_(?P<minor>[0-9]+)")
+# the legacy names of glibc levels (PEP 600): manylinux2014 is glibc 2.17, manylinux2010 2.12, manylinux1 2.5
+_LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+# the oldest glibc 2.x a manylinux tag names on each machine: 2.5 on Intel, 2.17 (manylinux2014) elsewhere
+_OLDEST_MINOR = {"x86_64": 5, "i686": 5}
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_READ_BYTES = 256 * 1024
+_LATE = "less than 1 MiB of the file came in that time"
+
+
+def linux_platforms(resolver_platform: str) -> list[str]:
+    """The platform tags of a lock's ``platform`` header (``x86_64-manylinux_2_28``), most preferred first, as
+    :mod:`packaging` orders them on a machine with that glibc: ``manylinux_2_28_x86_64`` down to ``manylinux_2_5``,
+    each legacy alias (``manylinux2014``, ``manylinux2010``, ``manylinux1``) right after its level, then
+    ``linux_x86_64``.
+
+    Raises:
+        InputError: ``resolver_platform`` is not ``MACHINE-manylinux_2_N``.
+    """
+    match = _PLATFORM.fullmatch(resolver_platform)
+    if not match:
+        raise InputError(f"platform {resolver_platform!r}: expected MACHINE-manylinux_2_N, e.g. x86_64-manylinux_2_28 "
+                         "or aarch64-manylinux_2_28")
+    arch, newest = match["arch"], int(match["minor"])
+    tags: list[str] = []
+    for minor in range(newest, _OLDEST_MINOR.get(arch, 17) - 1, -1):
+        tags.append(f"manylinux_2_{minor}_{arch}")
+        if minor in _LEGACY:
+            tags.append(f"{_LEGACY[minor]}_{arch}")
+    return [*tags, f"linux_{arch}"]
+
+
+def supported_tags(python: str, resolver_platform: str) -> list[Tag]:
+    """The wheel tags CPython ``python`` (``3.11``, ``3.13t``) accepts on ``resolver_platform``
+    (``x86_64-manylinux_2_28``), most preferred first, as pip on such a machine orders them (``cpython_tags`` then
+    ``compatible_tags`` over :func:`linux_platforms`); nothing is read from the running machine.
+
+    Raises:
+        InputError: ``python`` is not a CPython version, or ``resolver_platform`` cannot be read.
+    """
+    abi = cpython_tag(python)
+    version = (3, int(abi[3:].rstrip("t")))
+    platforms = linux_platforms(resolver_platform)
+    return [*cpython_tags(version, [abi], platforms), *compatible_tags(version, f"cp3{version[1]}", platforms)]
+
+
+def pick_wheel(
+    files: Iterable[DistFile], package: LockedPackage, tags: Sequence[Tag], *, index_url: str = ""
+) -> DistFile:
+    """The file of ``files`` (one project's, as the index lists them) to install for ``package``: a wheel of its name
+    and version whose index sha256 is one of the lock's and whose best tag comes earliest in ``tags``; among equals,
+    the higher build number, then the index's order.  ``index_url`` only names the index in the error.
+
+    Raises:
+        BuildError: (step ``build``) no file fits; the line says why (sdists only, other platforms, files the index
+            lists without a sha256).
+    """
+    files = tuple(files)
+    rank: dict[Tag, int] = {}
+    for position, tag in enumerate(tags):
+        rank.setdefault(tag, position)
+    allowed = set(package.hashes)
+    locked = [f for f in files if f.hashes.get("sha256") in allowed]
+    scored = [(score, f) for f in locked if (score := _score(f, package, rank)) is not None]
+    if not scored:
+        raise BuildError(_no_wheel_line(files, package, len(locked), tags, index_url), "build")
+    return max(scored, key=lambda pair: pair[0])[1]  # max keeps the first of equals: the index's order
+
+
+def _score(file: DistFile, package: LockedPackage, rank: Mapping[Tag, int]) -> tuple[int, tuple[Any, ...]] | None:
+    """(minus the rank of the file's best tag, its build tag) for a wheel of ``package`` that ``rank`` accepts."""
+    if not _SHA256.fullmatch(file.hashes.get("sha256", "")) or "/" in file.filename or "\\" in file.filename:
+        return None
+    try:
+        name, version, build, file_tags = parse_wheel_filename(file.filename)
+        same = name == canonicalize_name(package.name) and version == Version(package.version)
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+    ranks = [rank[tag] for tag in file_tags if tag in rank]
+    return (-min(ranks), build) if same and ranks else None
+
+
+def _no_wheel_line(files: tuple[DistFile, ...], package: LockedPackage, locked: int, tags: Sequence[Tag],
+                   index_url: str) -> str:
+    pin = f"{package.name}=={package.version}"
+    where = f" on {redact(index_url, userinfo_secrets(index_url))}" if index_url else ""
+    unhashed = sum(1 for f in files if not f.hashes.get("sha256") and _is_release(f, package))
+    why = (f"; the index lists {count_of(unhashed, 'file')} of it without a sha256, which no lock can match"
+           if unhashed else "")
+    if not package.hashes:
+        return f"{pin}: the lock gives no sha256 for it, so no file{where} can be matched"
+    if not locked:
+        return f"{pin}: none of the lock's {count_of(len(package.hashes), 'file')} is listed{where}{why}"
+    target = f"{tags[0].interpreter} {tags[0].platform}" if tags else "this interpreter"
+    return (f"{pin}: none of the lock's {count_of(locked, 'file')}{where} is a wheel for {target} "
+            f"(sdists are never installed){why}")
+
+
+def _is_release(file: DistFile, package: LockedPackage) -> bool:
+    """Whether ``file`` is a wheel or an sdist of ``package``'s name and version (by its name); never raises."""
+    try:
+        if file.filename.endswith(".whl"):
+            name, version = parse_wheel_filename(file.filename)[:2]
+        else:
+            name, version = parse_sdist_filename(file.filename)
+        return name == canonicalize_name(package.name) and version == Version(package.version)
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return False
+
+
+# --- downloading --------------------------------------------------------------------------------
+
+
+class _Stopped(Exception):
+    """A download given up because another one of the same call failed (never leaves this module)."""
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What one :func:`fetch_wheels` call shares with its threads (read-only but for the ``stop`` event)."""
+
+    index_url: str
+    tags: tuple[Tag, ...]
+    cache_dir: Path
+    settings: IndexSettings
+    ca_bundle: Path | None
+    say: Callable[[str], None]
+    secrets: tuple[str, ...]
+    stop: threading.Event = field(default_factory=threading.Event, compare=False)
+
+
+@dataclass(frozen=True)
+class _Got:
+    """One verified wheel: where it lies, and how many bytes came over the network and from the cache."""
+
+    path: Path
+    downloaded: int = 0
+    cached: int = 0
+
+
+def fetch_wheels(  # noqa: PLR0913 - what to fetch and where from, then the keyword-only knobs of how
+    packages: Iterable[LockedPackage],
+    index_url: str,
+    python: str,
+    resolver_platform: str,
+    cache_dir: Path,
+    *,
+    ca_bundle: Path | None = None,
+    on_line: Callable[[str], None] = lambda line: None,
+    jobs: int = 4,
+    settings: IndexSettings = DEFAULT_SETTINGS,
+) -> dict[str, Path]:
+    """Download the wheel of every locked package for CPython ``python`` on ``resolver_platform`` from the simple index
+    ``index_url`` (credentials in it are used, never shown) into ``cache_dir``, up to ``jobs`` at a time; returns
+    canonical name -> path of the verified file (``cache_dir/<sha256>/<file name>``), in the order of ``packages``.
+
+    ``on_line`` gets one line per download as it starts (``downloading NAME (779.2 MB)``) and a last summary line,
+    never two at once.  See the module docstring for the cache, the deadlines and ``ca_bundle``.
+
+    Raises:
+        InputError: a bad Python version, platform, index URL, ``jobs`` below 1, a CA bundle that is not a file, or a
+            package pinned at two versions.
+        PackageIndexError: the index could not be read or a download failed (unreachable, an HTTP error, the deadline).
+        BuildError: (step ``build``) no wheel of a package fits, a download does not match the lock's sha256, or the
+            cache cannot be written.
+    """
+    started = time.monotonic()
+    tags = tuple(supported_tags(python, resolver_platform))
+    _check_options(ca_bundle, jobs)
+    job = _Job(index_url, tags, cache_dir, settings, ca_bundle, _one_at_a_time(on_line), userinfo_secrets(index_url))
+    got = _fetch_all(job, _by_name(packages), jobs)
+    on_line(_summary(got.values(), time.monotonic() - started))
+    return {name: one.path for name, one in got.items()}
+
+
+def _check_options(ca_bundle: Path | None, jobs: int) -> None:
+    """Raises InputError for a CA bundle that is not a file or ``jobs`` below 1."""
+    if ca_bundle is not None and not ca_bundle.is_file():
+        raise InputError(f"CA bundle {ca_bundle}: no such file")
+    if jobs < 1:
+        raise InputError(f"wheel downloads: jobs must be at least 1, not {jobs}")
+
+
+def _one_at_a_time(on_line: Callable[[str], None]) -> Callable[[str], None]:
+    """``on_line`` for several threads: one line at a time."""
+    lock = threading.Lock()
+
+    def say(line: str) -> None:
+        with lock:
+            on_line(line)
+
+    return say
+
+
+def _by_name(packages: Iterable[LockedPackage]) -> dict[str, LockedPackage]:
+    """canonical name -> package, each once; raises InputError for one name at two versions."""
+    out: dict[str, LockedPackage] = {}
+    for pkg in packages:
+        name = canonicalize_name(pkg.name)
+        if name in out and out[name].version != pkg.version:
+            raise InputError(f"{name} is pinned twice: =={out[name].version} and =={pkg.version}")
+        out.setdefault(name, pkg)
+    return out
+
+
+def _fetch_all(job: _Job, wanted: Mapping[str, LockedPackage], jobs: int) -> dict[str, _Got]:
+    """Fetch every package on ``jobs`` threads; the first failure (in ``wanted``'s order) stops the rest and is
+    raised; so is an interrupt, once the threads have stopped and removed their partial files."""
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="imagectl-wheels")
+    futures: dict[str, Future[_Got]] = {name: pool.submit(_fetch_one, job, pkg) for name, pkg in wanted.items()}
+    try:
+        wait(futures.values(), return_when=FIRST_EXCEPTION)
+    finally:
+        job.stop.set()  # only threads still running see it: after a failure or an interrupt
+        pool.shutdown(wait=True, cancel_futures=True)
+    errors = [f.exception() for f in futures.values() if not f.cancelled() and f.exception() is not None]
+    real = [e for e in errors if not isinstance(e, _Stopped)]
+    if real:
+        raise real[0]
+    return {name: future.result() for name, future in futures.items()}
+
+
+def _fetch_one(job: _Job, package: LockedPackage) -> _Got:
+    """List ``package``'s project, pick its wheel, and take it from the cache or download it; every error one
+    redacted line."""
+    try:
+        with _session(job.settings, job.ca_bundle) as session:
+            files = project_files(job.index_url, package.name, session, job.settings)
+            file = pick_wheel(files, package, job.tags, index_url=job.index_url)
+            return _cached_or_download(session, job, file)
+    except ImagectlError as exc:
+        exc.args = (redact(str(exc), job.secrets),)
+        raise exc from None
+    except OSError as exc:  # the cache's own are BuildErrors by now: this one is requests' (a CA bundle it cannot read)
+        raise index_error(redact(job.index_url, job.secrets), f"request failed: {exc}") from None
+
+
+@contextmanager
+def _session(settings: IndexSettings, ca_bundle: Path | None) -> Iterator[requests.Session]:
+    """A session of the index reader (one per thread: sessions are not shared between threads), trusting only
+    ``ca_bundle`` for HTTPS when one is given."""
+    session = new_session(settings)
+    if ca_bundle is not None:
+        session.mount("https://", _TrustOnly(str(ca_bundle)))
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+class _TrustOnly(HTTPAdapter):
+    """An adapter that verifies every HTTPS answer against one CA bundle: requests lets ``REQUESTS_CA_BUNDLE``
+    override a session's ``verify``, an adapter's ``send`` has the last word."""
+
+    def __init__(self, ca_bundle: str) -> None:
+        super().__init__()
+        self._ca_bundle = ca_bundle
+
+    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+        kwargs["verify"] = self._ca_bundle
+        return super().send(request, **kwargs)
+
+
+def _cached_or_download(session: requests.Session, job: _Job, file: DistFile) -> _Got:
+    """The cached copy of ``file`` when its bytes still hash to its name, else a fresh download over it."""
+    digest = file.hashes["sha256"]
+    path = job.cache_dir / digest / file.filename
+    try:
+        if path.is_file() and _sha256_of(path) == digest:
+            return _Got(path, cached=path.stat().st_size)
+    except OSError as exc:
+        raise _cache_error(path, exc) from None
+    return _Got(path, downloaded=_download(session, job, file, path))
+
+
+def _cache_error(path: Path, exc: OSError) -> BuildError:
+    """The one-line BuildError for a cache file that cannot be read or written; never raises."""
+    return BuildError(f"wheel cache {exc.filename or path}: {exc.strerror or exc}", "build")
+
+
+def _sha256_of(path: Path) -> str:
+    sha = hashlib.sha256()
+    with path.open("rb") as source:
+        while chunk := source.read(1024 * 1024):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def _download(session: requests.Session, job: _Job, file: DistFile, path: Path) -> int:
+    """Download ``file`` into ``path`` (verified); returns its size.  Raises PackageIndexError, BuildError."""
+    url = redact(file.url, job.secrets)
+    response = request(session, file.url, job.settings, {"Accept-Encoding": "identity"}, stream=True)
+    with closing(response):
+        if not 200 <= response.status_code < 300:
+            raise error_for_status(response)
+        job.say(f"downloading {file.filename} ({_size_text(response)})")
+        return _store(response, url, file.hashes["sha256"], path, job)
+
+
+def _size_text(response: requests.Response) -> str:
+    length = response.headers.get("Content-Length", "")
+    return human_bytes(int(length)) if length.isdigit() else "size unknown"
+
+
+def _store(response: requests.Response, url: str, digest: str, path: Path, job: _Job) -> int:
+    """Stream the body into a temporary file next to ``path``, renamed into place once its sha256 is ``digest``;
+    the temporary file is removed on any failure.  Returns the size."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    except OSError as exc:
+        raise _cache_error(path.parent, exc) from None
+    try:
+        with os.fdopen(handle, "wb") as out:
+            got, size = _stream(response, url, out, job)
+        if got != digest:
+            raise BuildError(f"{url}: the downloaded file's sha256 is {got}, not the lock's {digest}", "build")
+        os.replace(temporary, path)
+    except BaseException as exc:
+        Path(temporary).unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # writing the file (the network's errors are PackageIndexErrors by now)
+            raise _cache_error(Path(temporary), exc) from None
+        raise
+    return size
+
+
+def _stream(response: requests.Response, url: str, out: IO[bytes], job: _Job) -> tuple[str, int]:
+    """Copy the body to ``out``, each MiB within ``deadline_s`` of the last; returns (sha256 hex, size)."""
+    sha, size, since_mark = hashlib.sha256(), 0, 0
+    deadline = IndexDeadline.after(job.settings.deadline_s, url, "GET")
+    while chunk := _read_chunk(response, url, deadline, job):
+        out.write(chunk)
+        sha.update(chunk)
+        size += len(chunk)
+        since_mark += len(chunk)
+        if since_mark >= PROGRESS_BYTES:
+            since_mark %= PROGRESS_BYTES
+            deadline = IndexDeadline.after(job.settings.deadline_s, url, "GET")
+    return sha.hexdigest(), size
+
+
+def _read_chunk(response: requests.Response, url: str, deadline: IndexDeadline, job: _Job) -> bytes:
+    """One socket read of the body (b"" at its end).  Raises PackageIndexError, or _Stopped once told to stop."""
+    if job.stop.is_set():
+        raise _Stopped()
+    try:
+        return read_some(response.raw, _READ_BYTES, deadline, decode=False, stall_s=job.settings.timeout, late=_LATE)
+    except requests.Timeout:
+        raise index_error(url, f"the download stalled: no data for {job.settings.timeout:g} s") from None
+    except requests.RequestException as exc:
+        raise index_error(url, f"the download broke off: {type(exc).__name__}") from None
+
+
+def _summary(got: Iterable[_Got], seconds: float) -> str:
+    got = list(got)
+    downloaded, cached = sum(g.downloaded for g in got), sum(g.cached for g in got)
+    return (f"wheels: {count_of(len(got), 'file')}, {human_bytes(downloaded)} downloaded in {seconds:.0f} s, "
+            f"{human_bytes(cached)} from the cache")
+
+
+__all__ = ["fetch_wheels", "linux_platforms", "pick_wheel", "supported_tags"]

@@ -1,0 +1,230 @@
+"""A deterministic image layer (a gzip-compressed tar) written from wheel members and generated files.
+
+The tar holds every entry with owner 0:0, no user or group name and mtime 0, in the order added, each directory
+once; headers are POSIX pax (``tarfile``'s encoding: a pax record only for a path over 100 characters).  The gzip
+stream is a series of members (RFC 1952 allows any number; every gzip reader of the engines and registries reads
+them as one stream):
+
+- a deflated wheel member's stored bytes are copied as the body of a gzip member of their own, with the zip's
+  CRC-32 and size as its trailer: no byte is compressed again, so writing a layer costs little more than copying
+  the wheels;
+- everything else (tar headers and padding, stored members, generated files: RECORD, scripts, ``.pyc``) is
+  gathered and deflated (zlib level 6) into members between them.
+
+As it writes, it hashes the uncompressed tar (the layer's ``diff_id``), the compressed bytes (the blob's digest)
+and each file (for RECORD), and checks every copied member against its CRC-32 by inflating it.  The same entries
+give the same bytes on any machine (given zlib's deflate, which has produced the same output for years).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import struct
+import tarfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+from ..errors import BuildError
+from .wheel import Member, inflated_chunks, stored_chunks
+
+GZIP_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no flags, mtime 0, no extra flags, OS unknown
+_FLUSH_AT = 4 * 1024 * 1024
+_BLOCK = 512
+DIR_MODE, FILE_MODE, EXEC_MODE = 0o755, 0o644, 0o755
+
+
+@dataclass(frozen=True)
+class LayerBlob:
+    """A written layer: its blob file, the blob's digest and size, and its ``diff_id`` (the uncompressed tar's)."""
+
+    path: Path
+    digest: str
+    size: int
+    diff_id: str
+
+    def descriptor(self) -> dict[str, object]:
+        """The layer's OCI descriptor."""
+        return {"mediaType": GZIP_LAYER, "digest": self.digest, "size": self.size}
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    """A file as RECORD lists it: ``sha256=`` (urlsafe base64, no padding) and its size."""
+
+    sha256: str
+    size: int
+
+    @classmethod
+    def of(cls, data: bytes) -> FileDigest:
+        return cls(record_hash(hashlib.sha256(data).digest()), len(data))
+
+
+def record_hash(digest: bytes) -> str:
+    """A sha256 digest as RECORD writes it (``sha256=`` and urlsafe base64 without padding)."""
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+class LayerWriter:
+    """Writes one layer to ``dest`` (see the module docstring); a context manager: :meth:`close` finishes it and
+    returns the :class:`LayerBlob`; an exception inside the block removes the partial file."""
+
+    def __init__(self, dest: Path) -> None:
+        self._dest = dest
+        self._out: BinaryIO = dest.open("wb")
+        self._blob, self._tar = hashlib.sha256(), hashlib.sha256()
+        self._size = 0
+        self._pending = bytearray()
+        self._dirs: set[str] = set()
+        self._files: dict[str, FileDigest] = {}
+        self._result: LayerBlob | None = None
+
+    def __enter__(self) -> LayerWriter:
+        return self
+
+    def __exit__(self, kind: object, value: object, tb: object) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self._out.close()
+            self._dest.unlink(missing_ok=True)
+
+    # ---------------------------------------------------------------------------------------------- entries
+
+    def add_dir(self, path: str, mode: int = DIR_MODE) -> None:
+        """A directory entry for ``path`` (absolute in the image), and for its parents first; each only once."""
+        name = _tar_name(path)
+        if not name or name in self._dirs:
+            return
+        parent = str(PurePosixPath(name).parent)
+        if parent != ".":
+            self.add_dir("/" + parent)
+        self._dirs.add(name)
+        self._header(name + "/", tarfile.DIRTYPE, 0, mode)
+
+    def add_bytes(self, path: str, data: bytes, mode: int = FILE_MODE) -> FileDigest:
+        """A regular file at ``path`` holding ``data``; its RECORD digest."""
+        name = self._file_name(path)
+        self._header(name, tarfile.REGTYPE, len(data), mode)
+        self._fresh(data)
+        self._fresh(_padding(len(data)))
+        digest = FileDigest.of(data)
+        self._files[name] = digest
+        return digest
+
+    def add_member(self, path: str, wheel: Path, member: Member, mode: int = FILE_MODE) -> FileDigest:
+        """A regular file at ``path`` holding wheel ``member``; a deflated member's bytes are copied as they are
+        stored.  Raises BuildError for a member that does not match its CRC-32 or size."""
+        name = self._file_name(path)
+        self._header(name, tarfile.REGTYPE, member.size, mode)
+        content = hashlib.sha256()
+        if member.deflated and member.size:
+            self._copy_deflated(wheel, member, content)
+        else:
+            for chunk in inflated_chunks(wheel, member):
+                content.update(chunk)
+                self._fresh(chunk)
+        self._fresh(_padding(member.size))
+        digest = FileDigest(record_hash(content.digest()), member.size)
+        self._files[name] = digest
+        return digest
+
+    def add_whiteout(self, path: str) -> None:
+        """An OCI whiteout for ``path``: the file or folder of a lower layer is gone in this one."""
+        pure = PurePosixPath(path)
+        self.add_dir(str(pure.parent))
+        self._header(_tar_name(str(pure.parent / f".wh.{pure.name}")), tarfile.REGTYPE, 0, FILE_MODE)
+
+    def has(self, path: str) -> bool:
+        """Whether a file ``path`` was written already."""
+        return _tar_name(path) in self._files
+
+    def close(self) -> LayerBlob:
+        """End the tar (two zero blocks), flush, and return the blob (again on a second call)."""
+        if self._result is None:
+            self._fresh(b"\0" * (2 * _BLOCK))
+            self._flush()
+            self._out.close()
+            self._result = LayerBlob(self._dest, f"sha256:{self._blob.hexdigest()}", self._size,
+                                     f"sha256:{self._tar.hexdigest()}")
+        return self._result
+
+    # ---------------------------------------------------------------------------------------------- plumbing
+
+    def _file_name(self, path: str) -> str:
+        name = _tar_name(path)
+        if not name:
+            raise BuildError(f"layer: no file name in {path!r}")
+        self.add_dir(str(PurePosixPath("/" + name).parent))
+        return name
+
+    def _header(self, name: str, kind: bytes, size: int, mode: int) -> None:
+        info = tarfile.TarInfo(name)
+        info.type, info.size, info.mode, info.mtime = kind, size, mode, 0
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        self._fresh(info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape"))
+
+    def _fresh(self, data: bytes) -> None:
+        self._tar.update(data)
+        self._pending += data
+        if len(self._pending) >= _FLUSH_AT:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        deflater = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+        body = deflater.compress(bytes(self._pending)) + deflater.flush()
+        self._member(body, zlib.crc32(self._pending), len(self._pending))
+        self._pending = bytearray()
+
+    def _copy_deflated(self, wheel: Path, member: Member, content: hashlib._Hash) -> None:
+        self._flush()
+        self._emit(_GZIP_HEADER)
+        inflater, crc, size = zlib.decompressobj(-zlib.MAX_WBITS), 0, 0
+        try:
+            for chunk in stored_chunks(wheel, member):
+                self._emit(chunk)
+                out = inflater.decompress(chunk)
+                crc, size = zlib.crc32(out, crc), size + len(out)
+                content.update(out)
+                self._tar.update(out)
+            out = inflater.flush()
+        except zlib.error as exc:
+            raise BuildError(f"{wheel.name}: member {member.name} does not inflate: {exc}") from None
+        crc, size = zlib.crc32(out, crc), size + len(out)
+        content.update(out)
+        self._tar.update(out)
+        if crc != member.crc or size != member.size or not inflater.eof or inflater.unused_data:
+            raise BuildError(f"{wheel.name}: member {member.name} inflates to {size} bytes with CRC {crc:08x}, the "
+                             f"zip says {member.size} bytes with CRC {member.crc:08x}")
+        self._emit(struct.pack("<II", member.crc & 0xFFFFFFFF, member.size & 0xFFFFFFFF))
+
+    def _member(self, body: bytes, crc: int, size: int) -> None:
+        self._emit(_GZIP_HEADER)
+        self._emit(body)
+        self._emit(struct.pack("<II", crc & 0xFFFFFFFF, size & 0xFFFFFFFF))
+
+    def _emit(self, data: bytes) -> None:
+        self._out.write(data)
+        self._blob.update(data)
+        self._size += len(data)
+
+
+def _tar_name(path: str) -> str:
+    """``path`` (absolute in the image) as a tar entry names it: relative, normalised; raises BuildError for a
+    path that climbs out (``..``) or holds a NUL."""
+    if "\0" in path:
+        raise BuildError(f"layer: a NUL in the path {path!r}")
+    parts = [p for p in PurePosixPath(path).parts if p not in ("/", ".", "")]
+    if ".." in parts:
+        raise BuildError(f"layer: the path {path!r} climbs out of its folder")
+    return "/".join(parts)
+
+
+def _padding(size: int) -> bytes:
+    return b"\0" * (-size % _BLOCK)
