@@ -25,6 +25,7 @@ from .redact import redact
 NETWORK_MODES = ("default", "host", "bridge", "none")
 COMPRESSIONS = ("gzip", "zstd")  # [registry] compression of pushed layers: gzip (default: every runtime reads it)
 ENGINES = ("auto", "docker", "buildah")  # [build] engine (imagectl.engine.select)
+INSTALLS = ("assembled", "pip")  # [build] install: how the lock's wheels reach the image (imagectl.engine.features)
 MAX_MIN_AGE_DAYS = 36500  # prune's age floor ([tags] prune_min_age_days, --min-age-days): 100 years at most
 MAX_REGISTRY_TIMEOUT_S = 3600  # [registry] and [pip] timeout: the deadline of one request, an hour at most
 _ENV_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
@@ -39,6 +40,7 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "apt": {"mirror": ("url", "apt_mirror"), "snapshot": ("snapshot", "apt_snapshot")},
     "build": {"network": ("network", "build_network"), "ca_bundle": ("file", "ca_bundle"),
               "args": ("args", "build_args"), "engine": ("engine", "build_engine"),
+              "install": ("install", "build_install"),
               "platforms": ("platforms", "build_platforms"), "cache": ("cache_repo", "build_cache")},
     "paths": {"matrices": ("dirs", "matrix_dirs"), "templates": ("dirs", "template_dirs"),
               "context": ("dirs", "context_dirs"), "locks": ("dirs", "lock_dirs")},
@@ -68,6 +70,7 @@ class Config:
     ca_bundle: Path | None = None
     build_args: Mapping[str, str] = field(default_factory=dict)
     build_engine: str = "auto"  # ENGINES; auto: buildah where it is installed (reproducible, no daemon), else Docker
+    build_install: str = "assembled"  # INSTALLS; assembled: imagectl writes the lock's layers (buildah only), pip: RUN
     build_cache: str | None = None  # REGISTRY/REPO: buildah's --cache-from/--cache-to layer cache
     build_platforms: tuple[str, ...] = ()  # what build makes by default, as written (the CLI checks them); (): the host
     matrix_dirs: tuple[Path, ...] = ()
@@ -287,6 +290,12 @@ def _as_engine(value: Any, _base: Path) -> str:
     return value
 
 
+def _as_install(value: Any, _base: Path) -> str:
+    if value not in INSTALLS:
+        raise ValidationError(f"{str(value)[:40]!r} is not one of {', '.join(INSTALLS)}")
+    return value
+
+
 def _as_platforms(value: Any) -> tuple[str, ...]:
     """A non-empty list of platform names as written (``linux/arm64``); which are platforms imagectl builds is the
     matrix's fact, checked where a build reads them (imagectl.images.platforms)."""
@@ -390,6 +399,7 @@ _CONVERTERS = {
     "network": _as_network,
     "compression": _as_compression,
     "engine": _as_engine,
+    "install": _as_install,
     "snapshot": _as_snapshot,
     "cache_repo": _as_cache_repo,
     "platforms": lambda v, b: _as_platforms(v),

@@ -155,7 +155,9 @@ def _no_wheel_line(files: tuple[DistFile, ...], package: LockedPackage, locked: 
     if not package.hashes:
         return f"{pin}: the lock gives no sha256 for it, so no file{where} can be matched"
     if not locked:
-        return f"{pin}: none of the lock's {count_of(len(package.hashes), 'file')} is listed{where}{why}"
+        expected = ", ".join(sorted(package.hashes)[:3]) + (", ..." if len(package.hashes) > 3 else "")
+        return (f"{pin}: none of the lock's {count_of(len(package.hashes), 'file')} is listed{where}: no file "
+                f"there has the sha256 the lock names (expected sha256 {expected}){why}")
     target = f"{tags[0].interpreter} {tags[0].platform}" if tags else "this interpreter"
     return (f"{pin}: none of the lock's {count_of(locked, 'file')}{where} is a wheel for {target} "
             f"(sdists are never installed){why}")

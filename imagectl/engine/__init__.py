@@ -61,8 +61,10 @@ class Engine(Protocol):
     ``reproducible``: whether the same context and ``source_date_epoch`` give the same image bit for bit (layers,
     config, digests); an engine that cannot promise it says False and ``build`` reports ``"reproducible": false``.
     ``export_layout`` writes a local image as an OCI image layout directory (for comparing it with a registry's).
-    ``share_with_docker`` copies a local image into a local Docker daemon, where one answers and the engine is
-    another (False: nothing to do), so ``docker run`` finds images built without a registry.
+    ``run_mounted``, ``load_layout`` and ``push_layout`` serve builds whose lock layers imagectl writes
+    (:mod:`imagectl.images.assembled`: buildah only; Docker raises EngineError).  ``share_with_docker`` copies a
+    local image into a local Docker daemon, where one answers and the engine is another (False: nothing to do), so
+    ``docker run`` finds images built without a registry.
     """
 
     name: EngineName
@@ -80,4 +82,7 @@ class Engine(Protocol):
     def run(self, image: str, command: list[str], network: str | None = None, *,
             gpus: bool = False) -> tuple[int, str]: ...
     def export_layout(self, image: str, dest: Path) -> None: ...
+    def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str]) -> tuple[int, str]: ...
+    def load_layout(self, layout: Path) -> str: ...
+    def push_layout(self, layout: Path, repository: str, tag: str, on_line: LineSink) -> Pushed: ...
     def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool: ...

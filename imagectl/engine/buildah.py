@@ -74,6 +74,7 @@ class BuildahEngine(Engine):
             raise EngineError(f"buildah: unknown layer compression {compression!r} (gzip or zstd)")
         self._binary, self._pusher, self._compression, self._insecure = found, pusher, compression, insecure
         self._pushed: dict[str, set[str]] = {}  # image id -> "host/path@digest" this engine pushed it as
+        self._layouts: dict[str, Path] = {}  # image id -> the OCI layout load_layout loaded it from
         self._version = self._run(["version", "--json"], "version", parse=json.loads).get("version", "unknown")
 
     def version(self) -> str:
@@ -252,8 +253,59 @@ class BuildahEngine(Engine):
                               timeout=_RUN_TIMEOUT_S)
         return done.returncode, done.stdout + done.stderr
 
+    def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str]) -> tuple[int, str]:
+        """Run ``argv`` (not the image's entrypoint) in a throw-away working container of ``image``, each host folder
+        of ``mounts`` bind-mounted read-write at its path in the container; (exit status, output).  (Chroot isolation
+        has only the host's network: callers run fixed programs of their own that use none.)"""
+        name = f"imagectl-run-{uuid.uuid4().hex[:12]}"
+        self._run(["from", "--pull-never", "--name", name, _local_ref(image)], f"run {image}")
+        try:
+            volumes = [arg for host, inside in sorted(mounts.items()) for arg in ("--volume", f"{host}:{inside}:rw")]
+            done = self._call(["run", "--isolation", os.environ.get("BUILDAH_ISOLATION") or "chroot",
+                               *volumes, name, "--", *argv], timeout=_RUN_TIMEOUT_S)
+            return done.returncode, done.stdout + done.stderr
+        finally:
+            self._call(["rm", name])
+
+    def load_layout(self, layout: Path) -> str:
+        """Load the OCI layout ``layout`` (one image) into containers-storage as
+        ``localhost/imagectl-assembled:sha256-HEX`` (HEX: its id); returns the image id.  Its blobs are remembered, so
+        :meth:`push_layout` and :meth:`export_layout` use them as they are.  buildah names an image it loads from a
+        layout after the layout's path, which must then be an image name: it loads it through a symbolic link of
+        such a name in the temporary folder, removed again.  Raises BuildError (step ``build``) when it cannot."""
+        link = _layout_link()
+        try:
+            link.symlink_to(layout.resolve(), target_is_directory=True)
+            out = self._run(["pull", "--quiet", f"oci:{link}"], f"load {layout}", failure=BuildError, step="build")
+            image_id = out.strip().splitlines()[-1].removeprefix("sha256:")
+            self._run(["tag", image_id, f"{ASSEMBLED_REPO}:sha256-{image_id}"], "name the assembled image",
+                      failure=BuildError, step="build")
+            self.untag(f"{LOCAL_HOST}{link}:latest")
+        except OSError as exc:
+            raise BuildError(f"cannot link {layout} as {link}: {exc.strerror or exc}", "build") from None
+        finally:
+            link.unlink(missing_ok=True)
+        self._layouts[image_id] = layout
+        return image_id
+
+    def push_layout(self, layout: Path, repository: str, tag: str, on_line: LineSink) -> Pushed:
+        """Push the OCI layout ``layout`` (the image :meth:`load_layout` loaded) as ``repository:tag``, blob by blob
+        through the layout pusher, its blobs as they are; the bytes it sent."""
+        if self._pusher is None:
+            raise BuildError(f"push of {repository}:{tag}: this engine was made without a registry", "push")
+        pushed = self._pusher(layout, repository, tag, on_line)
+        info = self.inspect(f"{repository}:{tag}")
+        if info is not None:
+            self._pushed.setdefault(info.id, set()).add(f"{repository}@{pushed.digest}")
+        return pushed
+
     def export_layout(self, image: str, dest: Path) -> None:
-        """Write ``image`` as an OCI image layout in ``dest``, layers compressed as pushes compress them."""
+        """Write ``image`` as an OCI image layout in ``dest``, layers compressed as pushes compress them; an image
+        :meth:`load_layout` loaded from a layout that is still there is that layout (its files linked)."""
+        loaded = self._layouts.get(image.removeprefix("sha256:"))
+        if loaded is not None and (loaded / "index.json").is_file():
+            shutil.copytree(loaded, dest, copy_function=_link_or_copy, dirs_exist_ok=True)
+            return
         self._run(["push", "--quiet", "--format", "oci", "--compression-format", self._compression,
                    _local_ref(image), f"oci:{dest}"], f"export {image}")
 
@@ -322,6 +374,8 @@ class BuildahEngine(Engine):
 
 
 CANONICAL_BASE_REPO = f"{LOCAL_HOST}/imagectl-base"
+ASSEMBLED_REPO = f"{LOCAL_HOST}/imagectl-assembled"
+_LAYOUT_PATH = re.compile(r"(/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)+")
 
 
 def canonical_base(ref: str, platform: str | None = None) -> str:
@@ -345,6 +399,23 @@ def _from_hosts(dockerfile: Path) -> list[str]:
             if rest and ("." in first or ":" in first) and image.lower() not in stages:
                 hosts.append(first)
     return hosts
+
+
+def _layout_link() -> Path:
+    """A path for a symbolic link to a layout that is also an image name (:meth:`BuildahEngine.load_layout`): in the
+    first temporary folder whose path is one (``$TMPDIR``, ``/tmp``, ``/var/tmp``), named by random hex digits."""
+    for folder in (tempfile.gettempdir(), "/tmp", "/var/tmp"):
+        if _LAYOUT_PATH.fullmatch(folder) and os.access(folder, os.W_OK):
+            return Path(folder) / f"imagectl-layout-{uuid.uuid4().hex[:16]}"
+    raise BuildError("no temporary folder whose path is an image name (lowercase letters, digits, ._-/) to load "
+                     "an assembled image through: set TMPDIR to one", "build")
+
+
+def _link_or_copy(source: str, dest: str) -> None:
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copy2(source, dest)
 
 
 def _local_ref(ref: str) -> str:

@@ -204,6 +204,18 @@ class DockerEngine(Engine):
         finally:
             container.remove(force=True)
 
+    def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str]) -> tuple[int, str]:
+        """Not on this engine: the lock layers imagectl writes are buildah's (raises EngineError)."""
+        raise EngineError("the docker engine does not assemble images: [build] install = \"assembled\" is buildah's")
+
+    def load_layout(self, layout: Path) -> str:
+        """Not on this engine (raises EngineError), as :meth:`run_mounted`."""
+        raise EngineError("the docker engine does not load OCI layouts: [build] install = \"assembled\" is buildah's")
+
+    def push_layout(self, layout: Path, repository: str, tag: str, on_line: LineSink) -> Pushed:
+        """Not on this engine (raises EngineError), as :meth:`run_mounted`."""
+        raise EngineError("the docker engine does not push OCI layouts: [build] install = \"assembled\" is buildah's")
+
     def export_layout(self, image: str, dest: Path) -> None:
         """Write ``image`` as an OCI image layout in ``dest`` (``skopeo copy docker-daemon:``: the Engine API has no
         OCI export); raises EngineError without skopeo or when the copy fails."""

@@ -8,7 +8,7 @@ a build reused from the registry, or a tag command against a registry, never mak
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -125,6 +125,18 @@ class LazyEngine(Engine):
     def export_layout(self, image: str, dest: Path) -> None:
         """See :meth:`Engine.export_layout`."""
         self.connected().export_layout(image, dest)
+
+    def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str]) -> tuple[int, str]:
+        """See :meth:`Engine.run_mounted`."""
+        return self.connected().run_mounted(image, argv, mounts)
+
+    def load_layout(self, layout: Path) -> str:
+        """See :meth:`Engine.load_layout`."""
+        return self.connected().load_layout(layout)
+
+    def push_layout(self, layout: Path, repository: str, tag: str, on_line: LineSink) -> Pushed:
+        """See :meth:`Engine.push_layout`."""
+        return self.connected().push_layout(layout, repository, tag, on_line)
 
     def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool:
         """See :meth:`Engine.share_with_docker`."""

@@ -22,10 +22,12 @@ Build contexts live in directories of :mod:`.context_dirs`, swept of those kille
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Literal
 
 from ..config import Config
@@ -38,10 +40,12 @@ from ..lock.store import LockOrigin
 from ..progress.heartbeat import Heartbeat
 from ..progress.piplog import PipDownload, PipLog
 from ..reference import Reference
+from ..render.context import NETRC_FILE, assembled
 from ..tags.managed import open_tag_store
 from ..tags.moves import MoveResult, guarded_move
 from ..tags.naming import MOVING_TAG, immutable_tag, repository, short_digest
 from ..tags.store import TagStore
+from .assembled import assembled_build
 from .base_digest import resolve_base_digest
 from .context_dirs import build_context, sweep_contexts
 from .context_write import write_context
@@ -234,9 +238,44 @@ def check_built(plan: Plan, config: Config, engine: Engine, image_id: str, trace
     return checked, PlatformResult(plan.platform, image_id=image_id, check=mode.describe(), check_seconds=seconds)
 
 
+@dataclass(frozen=True)
+class FreshImage:
+    """A freshly built image: its engine id, what pip did (nothing for an assembled one), and the OCI layout of an
+    assembled image (pushed as it is), else None."""
+
+    image_id: str
+    pip: PipLog
+    layout: Path | None = None
+
+
+@contextlib.contextmanager
+def built_image(plan: Plan, config: Config, engine: Engine, trace: Trace) -> Iterator[FreshImage]:
+    """Build ``plan``'s image: assembled (:mod:`.assembled`, its layout kept until the block ends) where the plan
+    renders so (:func:`imagectl.render.context.assembled`), else by the engine from the Dockerfile alone.  Raises
+    BuildError naming the step."""
+    if not assembled(plan.spec, config, NETRC_FILE if plan.netrc else ""):
+        image_id, pip = engine_build(plan, config, engine, trace)
+        yield FreshImage(image_id, pip)
+        return
+    sweep_contexts()
+    try:
+        work = contextlib.ExitStack()
+        folder = Path(work.enter_context(tempfile.TemporaryDirectory(prefix="imagectl-assemble-")))
+    except OSError as exc:
+        raise BuildError(f"cannot make a folder to assemble the image in: {exc.strerror or exc}", "build") from None
+    with work, assembled_build(plan, config, engine, trace, folder) as image:
+        yield FreshImage(image.image_id, PipLog(), image.layout)
+
+
 def _build(plan: Plan, store: TagStore, config: Config, engine: Engine, trace: Trace) -> BuildResult:
+    with built_image(plan, config, engine, trace) as built:
+        return _check_tag_push(plan, store, config, engine, trace, built)
+
+
+def _check_tag_push(plan: Plan, store: TagStore, config: Config, engine: Engine, trace: Trace,  # noqa: PLR0913
+                    built: FreshImage) -> BuildResult:
     repo, publish, log = plan.repository, bool(config.registry_url), trace.log
-    image_id, pip = engine_build(plan, config, engine, trace)
+    image_id, pip = built.image_id, built.pip
     checked, platform = check_built(plan, config, engine, image_id, trace)
     with trace.timed("tag"):
         tag = immutable_tag(plan.request.profile, plan.key, image=image_id)
@@ -249,7 +288,8 @@ def _build(plan: Plan, store: TagStore, config: Config, engine: Engine, trace: T
     if publish and existing is None:
         log(f"pushing {repo.familiar}:{tag}")
         with trace.timed("push"), Heartbeat(log, "pushing") as beat:
-            pushed = engine.push(repo.familiar, tag, beat.sink)
+            pushed = (engine.push_layout(built.layout, repo.familiar, tag, beat.sink) if built.layout
+                      else engine.push(repo.familiar, tag, beat.sink))
         target, pushed_bytes = pushed.digest, pushed.uploaded
     elif publish:
         log(f"{repo.familiar}:{tag} already names this image ({short_digest(existing)}): not pushed again")

@@ -18,6 +18,8 @@ An index needs a registry: the CLI refuses several platforms without ``[registry
 
 from __future__ import annotations
 
+import contextlib
+
 import hashlib
 import json
 import os
@@ -37,7 +39,7 @@ from ..tags.managed import open_tag_store
 from ..tags.moves import guarded_move
 from ..tags.naming import MOVING_TAG, immutable_tag, short_digest
 from ..tags.store import TagStore
-from .builder import BuildResult, PlatformResult, check_built, engine_build, reuse_key
+from .builder import BuildResult, PlatformResult, built_image, check_built, reuse_key
 from .immutable import existing_immutable
 from .plan import Plan
 from .platforms import OCI_INDEX, IndexEntry, index_key, index_manifest
@@ -67,12 +69,13 @@ def build_index(plans: Sequence[Plan], config: Config, engine: Engine, trace: Tr
                                 if not c.attachment]
             return reused
     built, downloads = [], []
-    for plan in plans:
-        image_id, pip = engine_build(plan, config, engine, trace)
-        downloads += pip.downloads
-        check, result = check_built(plan, config, engine, image_id, trace)
-        built.append(_Built(plan, image_id, check, result))
-    digest, tag, pushed, children = _push_index(built, key, config, engine, store, trace)
+    with contextlib.ExitStack() as images:  # an assembled image's layout lives until the index is pushed
+        for plan in plans:
+            fresh = images.enter_context(built_image(plan, config, engine, trace))
+            downloads += fresh.pip.downloads
+            check, result = check_built(plan, config, engine, fresh.image_id, trace)
+            built.append(_Built(plan, fresh.image_id, check, result))
+        digest, tag, pushed, children = _push_index(built, key, config, engine, store, trace)
     notes: list[str] = []
     for item in built:  # each platform's image is attested, as a one-platform build's is
         notes += attest_build(item.plan, config, engine, BuiltImage(item.image_id, children[item.plan.platform],

@@ -44,7 +44,7 @@ from ..registry.manifest import LAYER_COMPRESSION, Manifest, parse_image_config,
 from ..render.context import LOCK_PATH
 from ..tags.naming import moving_reference
 from .base_digest import resolve_pinned_base
-from .builder import engine_build
+from .builder import built_image
 from .compare_image import Comparison, LayoutSource, RegistrySource, compare_images, decompressed, layer_history
 from .plan import BuildOptions, BuildRequest, Plan, plan_build
 from .trace import Trace
@@ -132,10 +132,10 @@ def rebuild_and_compare(name: str, matrix: Matrix, config: Config, engine: Engin
             plan = _plan(inputs, lock, matrix, config, Path(tmp) / "locks", log)
             log(f"rebuilding {ref} from its labels: lock {inputs.lock_sha256[:12]}, base {inputs.base_digest}, "
                 f"build key {inputs.build_key[:10]}")
-            image_id, _ = engine_build(plan.plan, plan.config, engine, Trace(log))
-            layout = Path(tmp) / "layout"
-            engine.export_layout(image_id, layout)
-            comparison = compare_images(LayoutSource(layout), registry)
+            with built_image(plan.plan, plan.config, engine, Trace(log)) as fresh:
+                layout = Path(tmp) / "layout"
+                engine.export_layout(fresh.image_id, layout)
+                comparison = compare_images(LayoutSource(layout), registry)
     return RebuildResult(str(ref), inputs, engine.name, engine.reproducible, comparison, lock_from)
 
 

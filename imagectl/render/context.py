@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..config import Config
-from ..engine.features import has_cache_mounts
+from ..engine.features import assembles_wheels, has_cache_mounts
 from ..errors import ValidationError
 from ..grammar import check_deb_package, check_driver, check_text, check_version, url_credentials
 from ..image_spec import ImageSpec
@@ -165,6 +165,15 @@ def system_context(spec: ImageSpec) -> dict[str, Any]:
             "python": [p.pin for p in lock.packages("python")], "jit": [p.pin for p in lock.packages("jit")]}
 
 
+def assembled(spec: ImageSpec, config: Config, netrc_file: str = "") -> bool:
+    """Whether the build writes the lock's layers and ``/opt/imagectl``'s files itself (:mod:`imagectl.assemble`):
+    the Dockerfile then ends with the system image (base, Python, venv, JIT packages, env, labels).  Not for
+    extras on a user's base, nor with index credentials (pip's steps keep them in a stage of their own), nor with
+    extra indexes (the wheels are fetched from the lock's index alone)."""
+    return (not spec.on_user_base and not netrc_file and not config.pip_extra_index_urls
+            and assembles_wheels(config.build_engine, config.build_install, spec.install_lock.header.oci_platform))
+
+
 def render_context(spec: ImageSpec, config: Config, netrc_file: str = "") -> dict[str, Any]:
     """The template context of the image ``spec`` describes; ``netrc_file`` names the context's netrc file of
     index credentials (see :func:`pip_netrc`), if it has one.  Raises InputError for a bad extra requirement."""
@@ -182,6 +191,7 @@ def render_context(spec: ImageSpec, config: Config, netrc_file: str = "") -> dic
         "system": system_context(spec),
         "python_apt": python_apt_packages(profile.python),
         "cache_mounts": has_cache_mounts(config.build_engine),
+        "assembled": assembled(spec, config, netrc_file),
         "jit_packages": jit_packages(profile),
         "ca_bundle": config.ca_bundle is not None,
         "pip": {

@@ -21,6 +21,7 @@ from typing import Iterator
 import pytest
 
 from imagectl.errors import NotFoundError
+from imagectl.images.assembled import COMPILE_STEP, COPY_STEP, INSTALL_STEP
 from imagectl.registry import RegistryClient
 from tests.conftest import REPO
 from tests.integration.conftest import empty_storage, shipped_pins, skip_or_fail, write_config
@@ -123,13 +124,15 @@ def image_config(registry, repo: str, tag: str = "latest") -> dict:
 
 def layers_through(config: dict, marker: str) -> int:
     """How many layers of the image ``config`` describes lie up to and including the ``RUN pip install`` of the
-    lock layer file ``marker`` (from the config's history: entries with ``empty_layer`` make no layer)."""
+    lock layer file ``marker``, or the layer imagectl wrote of it (``imagectl: install /opt/imagectl/MARKER``, an
+    assembled image), from the config's history (entries with ``empty_layer`` make no layer)."""
     count = 0
     for entry in config["history"]:
         if not entry.get("empty_layer"):
             count += 1
         created_by = entry.get("created_by", "")
-        if "pip install" in created_by and f"/opt/imagectl/{marker}" in created_by:
+        installs = "pip install" in created_by or created_by.startswith(INSTALL_STEP)
+        if installs and f"/opt/imagectl/{marker}" in created_by:
             assert not entry.get("empty_layer"), entry
             return count
     raise AssertionError(f"no RUN installs {marker}: {[e.get('created_by') for e in config['history']]}")
@@ -302,17 +305,19 @@ def test_fresh_runners_share_the_cuda_layer_upload_none_of_it_and_reproduce_an_i
     assert diff_ids[repo_a][:shared] == diff_ids[repo_b][:shared]
     assert blobs[repo_a][:shared] == blobs[repo_b][:shared]
     assert diff_ids[repo_a][shared] != diff_ids[repo_b][shared]  # COPY lock-2-framework.txt: torch 2.3.0 vs 2.3.1
-    # a change to the lock moves only the layers that hold it: the COPY of a lock file whose contents changed
-    # (buildah's history names a copied file by its content's hash) and the pip step that installs it
+    # a change to the lock moves only the layers that hold it: each lock layer whose pins changed (its history names
+    # them), and the two layers imagectl writes from all of them, the .pyc files and /opt/imagectl's files
     steps = {repo: [e.get("created_by", "") for e in configs[repo]["history"] if not e.get("empty_layer")]
              for repo in (repo_a, repo_b)}
     assert len(steps[repo_a]) == len(steps[repo_b]) == len(diff_ids[repo_b])
-    holds_change = set()
-    for k, (step_a, step_b) in enumerate(zip(steps[repo_a], steps[repo_b])):
-        if step_a != step_b:
-            holds_change |= {k, k + 1} if "pip install" in steps[repo_b][min(k + 1, len(steps[repo_b]) - 1)] else {k}
+    holds_change = {k for k, (step_a, step_b) in enumerate(zip(steps[repo_a], steps[repo_b]))
+                    if step_a != step_b or step_b.startswith((COMPILE_STEP, COPY_STEP))}
     differs = {k for k, (a, b) in enumerate(zip(diff_ids[repo_a], diff_ids[repo_b])) if a != b}
     assert differs == holds_change, (sorted(differs), sorted(holds_change), steps[repo_b])
+    assert [step.split(" (")[0] for step in steps[repo_b][-5:]] == [
+        f"{INSTALL_STEP} /opt/imagectl/lock-1-cuda.txt", f"{INSTALL_STEP} /opt/imagectl/lock-2-framework.txt",
+        f"{INSTALL_STEP} /opt/imagectl/lock-3-rest.txt", steps[repo_b][-2].split(" (")[0],
+        f"{COPY_STEP} /opt/imagectl"]
     cuda = blobs[repo_b][shared - 1]
 
     exchanges, sent = proxy.exchanges(), proxy.uploaded_by_blob()

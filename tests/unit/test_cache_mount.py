@@ -1,5 +1,6 @@
 """Cache mounts: rendered only for an engine that runs them (buildah; Docker's legacy builder refuses --mount), with
-pip's files and apt's lists and packages in the mount, never in a layer; [build] cache validated."""
+pip's files and apt's lists and packages in the mount, never in a layer; [build] cache validated.  The pip steps are
+buildah's with ``[build] install = "pip"`` (an assembled build has none: tests/unit/test_assembled_render.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from imagectl.matrix.names import resolve_profile
 from imagectl.render.dockerfile import context_files
 from tests.unit.render.test_render import check_golden
 
-BUILDAH = Config(build_engine="buildah")
+BUILDAH = Config(build_engine="buildah", build_install="pip")
 
 
 def dockerfile(matrix, config: Config, name: str = "torch-2.3-cu121", **spec) -> str:
@@ -47,7 +48,8 @@ def test_a_buildah_build_downloads_through_cache_mounts(matrix):
 
 
 def test_the_credentials_stage_and_extras_use_the_mount_too(matrix):
-    config = Config(build_engine="buildah", pip_index_url="https://user:s3cr3tpw@pypi.example.com/simple")
+    config = Config(build_engine="buildah", build_install="pip",
+                    pip_index_url="https://user:s3cr3tpw@pypi.example.com/simple")
     text = dockerfile(matrix, config)
     assert ("NETRC=/opt/imagectl-secrets/.netrc HOME=/opt/imagectl-secrets pip download --no-cache-dir" in text)
     assert "s3cr3tpw" not in text

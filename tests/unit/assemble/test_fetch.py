@@ -317,8 +317,10 @@ def test_files_without_a_sha256_are_named_as_the_reason() -> None:
     files = [_dist(PURE, sha=""), _dist(CP311, sha=""), _dist(OLDER)]
     with pytest.raises(BuildError) as caught:
         pick_wheel(files, _lock_of(PURE, CP311), supported_tags("3.11", PLATFORM), index_url="http://i/simple")
-    assert str(caught.value) == ("demo==1.0: none of the lock's 2 files is listed on http://i/simple; the index lists "
-                                 "2 files of it without a sha256, which no lock can match")
+    expected = ", ".join(sorted(_lock_of(PURE, CP311).hashes))
+    assert str(caught.value) == ("demo==1.0: none of the lock's 2 files is listed on http://i/simple: no file there "
+                                 f"has the sha256 the lock names (expected sha256 {expected}); the index lists 2 "
+                                 "files of it without a sha256, which no lock can match")
 
 
 def test_a_hostile_file_name_is_never_picked() -> None:
