@@ -185,6 +185,9 @@ class BuildahEngine(Engine):
         if not _TAG.match(tag):
             raise EngineError(f"buildah: bad tag {tag!r}")
         self._run(["tag", _local_ref(image), f"{qualified(repository)}:{tag}"], f"tag {repository}:{tag}")
+        loaded = image.removeprefix("sha256:")
+        if loaded in self._layouts:  # an assembled image has its own name now: the load's name goes
+            self.untag(f"{ASSEMBLED_REPO}:sha256-{loaded}")
 
     def untag(self, ref: str) -> None:
         """Remove local tag ``ref``; the image stays while another name or container uses it (``rmi`` of one of
@@ -269,7 +272,8 @@ class BuildahEngine(Engine):
 
     def load_layout(self, layout: Path) -> str:
         """Load the OCI layout ``layout`` (one image) into containers-storage as
-        ``localhost/imagectl-assembled:sha256-HEX`` (HEX: its id); returns the image id.  Its blobs are remembered, so
+        ``localhost/imagectl-assembled:sha256-HEX`` (HEX: its id; the name goes when :meth:`tag` names it, so a
+        pruned tag frees the image); returns the image id.  Its blobs are remembered, so
         :meth:`push_layout` and :meth:`export_layout` use them as they are.  buildah names an image it loads from a
         layout after the layout's path, which must then be an image name: it loads it through a symbolic link of
         such a name in the temporary folder, removed again.  Raises BuildError (step ``build``) when it cannot."""

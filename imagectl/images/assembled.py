@@ -134,14 +134,17 @@ def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context:
         with Heartbeat(log, "building") as beat:
             system_id = engine.build(context, spec, beat.sink)
         system = pool.submit(engine.export_layout, system_id, work / "system")
-        written = layers.result()
-        probe = _compile(engine, system_id, stage, scheme, log)
-        system.result()
-    top = [_pyc_layer(probe, stage, blobs), _files_layer(plan, blobs)]
-    whiteouts = _whiteout_layer(probe, groups, blobs, scheme)
-    layout = write_layout(work / "system", [*whiteouts, *written, *top], work / "layout")
-    started = time.monotonic()
-    image_id = engine.load_layout(layout)
+        with Heartbeat(log, "assembling") as beat:  # a line at least every 15 s: loading 5 GB takes minutes
+            written = layers.result()
+            probe = _compile(engine, system_id, stage, scheme, beat.sink)
+            system.result()
+            top = [_pyc_layer(probe, stage, blobs), _files_layer(plan, blobs)]
+            whiteouts = _whiteout_layer(probe, groups, blobs, scheme)
+            layout = write_layout(work / "system", [*whiteouts, *written, *top], work / "layout")
+            started = time.monotonic()
+            beat.sink(f"loading the image into the engine ({sum(w.blob.size for w in written) / 1e9:.1f} GB of "
+                      "lock layers)")
+            image_id = engine.load_layout(layout)
     log(f"assembled image {image_id[:12]}: {len(whiteouts) + len(written) + len(top)} layers on the system image, "
         f"loaded into the engine in {time.monotonic() - started:.0f} s")
     return AssembledImage(image_id, layout)
