@@ -22,7 +22,6 @@ Build contexts live in directories of :mod:`.context_dirs`, swept of those kille
 from __future__ import annotations
 
 import contextlib
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -257,10 +256,10 @@ def built_image(plan: Plan, config: Config, engine: Engine, trace: Trace) -> Ite
         image_id, pip = engine_build(plan, config, engine, trace)
         yield FreshImage(image_id, pip)
         return
-    sweep_contexts()
+    sweep_contexts()  # the folder is a build context's: a killed build's (GBs of layers) is swept by the next
     try:
         work = contextlib.ExitStack()
-        folder = Path(work.enter_context(tempfile.TemporaryDirectory(prefix="imagectl-assemble-")))
+        folder = work.enter_context(build_context())
     except OSError as exc:
         raise BuildError(f"cannot make a folder to assemble the image in: {exc.strerror or exc}", "build") from None
     with work, assembled_build(plan, config, engine, trace, folder) as image:
