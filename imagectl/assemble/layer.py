@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from ..errors import BuildError
-from .wheel import Member, inflated_chunks, stored_chunks
+from .wheel import Member, inflated_chunks, member_chunks
 
 GZIP_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no flags, mtime 0, no extra flags, OS unknown
@@ -185,23 +185,10 @@ class LayerWriter:
     def _copy_deflated(self, wheel: Path, member: Member, content: hashlib._Hash) -> None:
         self._flush()
         self._emit(_GZIP_HEADER)
-        inflater, crc, size = zlib.decompressobj(-zlib.MAX_WBITS), 0, 0
-        try:
-            for chunk in stored_chunks(wheel, member):
-                self._emit(chunk)
-                out = inflater.decompress(chunk)
-                crc, size = zlib.crc32(out, crc), size + len(out)
-                content.update(out)
-                self._tar.update(out)
-            out = inflater.flush()
-        except zlib.error as exc:
-            raise BuildError(f"{wheel.name}: member {member.name} does not inflate: {exc}") from None
-        crc, size = zlib.crc32(out, crc), size + len(out)
-        content.update(out)
-        self._tar.update(out)
-        if crc != member.crc or size != member.size or not inflater.eof or inflater.unused_data:
-            raise BuildError(f"{wheel.name}: member {member.name} inflates to {size} bytes with CRC {crc:08x}, the "
-                             f"zip says {member.size} bytes with CRC {member.crc:08x}")
+        for stored, out in member_chunks(wheel, member, exact=True):  # checked before the trailer is written
+            self._emit(stored)
+            content.update(out)
+            self._tar.update(out)
         self._emit(struct.pack("<II", member.crc & 0xFFFFFFFF, member.size & 0xFFFFFFFF))
 
     def _member(self, body: bytes, crc: int, size: int) -> None:

@@ -139,25 +139,35 @@ def stored_chunks(path: Path, member: Member) -> Iterator[bytes]:
             yield chunk
 
 
-def inflated_chunks(path: Path, member: Member) -> Iterator[bytes]:
-    """The content of ``member``, inflated chunk by chunk, checked against its size and CRC-32 at the end; raises
-    BuildError for a member that does not match."""
+def member_chunks(path: Path, member: Member, *, exact: bool = False) -> Iterator[tuple[bytes, bytes]]:
+    """``(stored bytes, their content)`` of ``member`` chunk by chunk (the same bytes twice for a stored member),
+    checked at the end against the size and CRC-32 the zip names and, ``exact``, for a deflate stream that ends
+    where the member does (stored bytes copied as a gzip member's body must: a zip reader skips what follows).
+    Raises BuildError for a member that does not match."""
     inflater = zlib.decompressobj(-zlib.MAX_WBITS) if member.deflated else None
     size, crc = 0, 0
     try:
         for chunk in stored_chunks(path, member):
             out = inflater.decompress(chunk) if inflater else chunk
             size, crc = size + len(out), zlib.crc32(out, crc)
-            yield out
+            yield chunk, out
         if inflater:
             tail = inflater.flush()
             size, crc = size + len(tail), zlib.crc32(tail, crc)
-            yield tail
+            yield b"", tail
     except zlib.error as exc:
         raise BuildError(f"{path.name}: member {member.name} does not inflate: {exc}") from None
-    if size != member.size or crc != member.crc:
-        raise BuildError(f"{path.name}: member {member.name} inflates to {size} bytes with CRC {crc:08x}, the zip "
+    cut = exact and inflater is not None and (not inflater.eof or bool(inflater.unused_data))
+    if size != member.size or crc != member.crc or cut:
+        raise BuildError(f"{path.name}: member {member.name} inflates to {size} bytes with CRC {crc:08x}"
+                         f"{' (its deflate stream does not end where the member does)' if cut else ''}, the zip "
                          f"says {member.size} bytes with CRC {member.crc:08x}")
+
+
+def inflated_chunks(path: Path, member: Member) -> Iterator[bytes]:
+    """The content of ``member``, chunk by chunk, checked as :func:`member_chunks` checks it."""
+    for _, out in member_chunks(path, member):
+        yield out
 
 
 def member_bytes(path: Path, member: Member) -> bytes:
