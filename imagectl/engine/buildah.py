@@ -34,6 +34,7 @@ from typing import Any
 from ..errors import BuildError, EngineError, NotFoundError
 from ..redact import redact
 from ..reference import PINNED_FROM
+from ..registry.layout import link_or_copy
 from . import TAIL_LINES, Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed
 
 LOCAL_HOST = "localhost"
@@ -308,7 +309,7 @@ class BuildahEngine(Engine):
         :meth:`load_layout` loaded from a layout that is still there is that layout (its files linked)."""
         loaded = self._layouts.get(image.removeprefix("sha256:"))
         if loaded is not None and (loaded / "index.json").is_file():
-            shutil.copytree(loaded, dest, copy_function=_link_or_copy, dirs_exist_ok=True)
+            shutil.copytree(loaded, dest, copy_function=link_or_copy, dirs_exist_ok=True)
             return
         self._run(["push", "--quiet", "--format", "oci", "--compression-format", self._compression,
                    _local_ref(image), f"oci:{dest}"], f"export {image}")
@@ -413,13 +414,6 @@ def _layout_link() -> Path:
             return Path(folder) / f"imagectl-layout-{uuid.uuid4().hex[:16]}"
     raise BuildError("no temporary folder whose path is an image name (lowercase letters, digits, ._-/) to load "
                      "an assembled image through: set TMPDIR to one", "build")
-
-
-def _link_or_copy(source: str, dest: str) -> None:
-    try:
-        os.link(source, dest)
-    except OSError:
-        shutil.copy2(source, dest)
 
 
 def _local_ref(ref: str) -> str:

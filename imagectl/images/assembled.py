@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -46,7 +45,7 @@ from ..labels import BUILD_KEY, ENGINE
 from ..lock.layers import split_layers
 from ..lock.lockfile import LockedPackage
 from ..progress.heartbeat import Heartbeat
-from ..registry.layout import blob_path, read_small_blob, root_manifest
+from ..registry.layout import blob_path, link_or_copy, read_small_blob, root_manifest
 from ..registry.manifest import sha256_digest
 from ..render.context import CONSTRAINTS_PATH, ENTRY_PATH, EXTRAS_LOCK_FILE, LOCK_PATH, lock_layers
 from .context_write import write_context
@@ -247,9 +246,9 @@ def write_layout(system: Path, layers: Sequence[Written], dest: Path) -> Path:
     manifest_bytes = json.dumps(body, separators=(",", ":")).encode()
     (dest / "blobs" / "sha256").mkdir(parents=True)
     for layer in manifest.layers():
-        _link_or_copy(blob_path(system, layer.digest), blob_path(dest, layer.digest))
+        _put_blob(blob_path(system, layer.digest), blob_path(dest, layer.digest))
     for written in layers:
-        _link_or_copy(written.blob.path, blob_path(dest, written.blob.digest))
+        _put_blob(written.blob.path, blob_path(dest, written.blob.digest))
     for data in (config_bytes, manifest_bytes):
         blob_path(dest, sha256_digest(data)).write_bytes(data)
     (dest / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
@@ -259,10 +258,6 @@ def write_layout(system: Path, layers: Sequence[Written], dest: Path) -> Path:
     return dest
 
 
-def _link_or_copy(source: Path, dest: Path) -> None:
-    if dest.exists():  # two layers of the same bytes (two empty ones)
-        return
-    try:
-        os.link(source, dest)
-    except OSError:
-        shutil.copyfile(source, dest)
+def _put_blob(source: Path, dest: Path) -> None:
+    if not dest.exists():  # two layers of the same bytes (two empty ones) are one blob
+        link_or_copy(source, dest)

@@ -22,8 +22,6 @@ import contextlib
 
 import hashlib
 import json
-import os
-import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -128,7 +126,7 @@ def _push_index(built: Sequence[_Built], key: str, config: Config, engine: Engin
 def _index_layout(built: Sequence[_Built], engine: Engine, tmp: Path) -> tuple[Path, list[IndexEntry]]:
     """One OCI layout in ``tmp/index`` holding every image of ``built`` (each exported by the engine, blobs
     linked in) and, as its root, their index; the index's entries."""
-    from ..registry.layout import root_manifest
+    from ..registry.layout import link_or_copy, root_manifest
 
     engine_dirs, layout = tmp / "images", tmp / "index"
     blobs = layout / "blobs" / "sha256"
@@ -146,7 +144,7 @@ def _index_layout(built: Sequence[_Built], engine: Engine, tmp: Path) -> tuple[P
                                   item.result.check))
         for blob in (exported / "blobs" / "sha256").iterdir():
             if not (blobs / blob.name).exists():
-                _link_or_copy(blob, blobs / blob.name)
+                link_or_copy(blob, blobs / blob.name)
     data = index_manifest(entries)
     hex_digest = hashlib.sha256(data).hexdigest()
     (blobs / hex_digest).write_bytes(data)
@@ -160,9 +158,4 @@ def _root_hex(layout: Path) -> str:
     return str(json.loads((layout / "index.json").read_text())["manifests"][0]["digest"]).removeprefix("sha256:")
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copyfile(source, target)
 

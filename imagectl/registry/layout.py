@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,6 +39,15 @@ def blob_path(layout: Path, digest: str) -> Path:
     if not _DIGEST_RE.match(digest):
         raise LayoutError(f"{layout}: {digest[:80]!r} is not a sha256 digest")
     return layout / "blobs" / "sha256" / digest.removeprefix("sha256:")
+
+
+def link_or_copy(source: str | Path, target: str | Path) -> None:
+    """Put the file ``source`` at ``target``: a hard link where the filesystem allows one (a layout's blobs are
+    gigabytes), else a copy.  Raises OSError when neither can be made."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def read_small_blob(layout: Path, digest: str, limit: int = MAX_LAYOUT_MANIFEST_BYTES) -> bytes:
