@@ -8,7 +8,7 @@ implementation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -16,6 +16,7 @@ from typing import Literal, Protocol
 LineSink = Callable[[str], None]
 TAIL_LINES = 40
 EngineName = Literal["docker", "buildah"]
+Staged = Literal["imported", "present", "unsupported"]  # what Engine.stage_layer did
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,11 @@ class Engine(Protocol):
     config, digests); an engine that cannot promise it says False and ``build`` reports ``"reproducible": false``.
     ``export_layout`` writes a local image as an OCI image layout directory (for comparing it with a registry's).
     ``run_mounted``, ``load_layout`` and ``push_layout`` serve builds whose lock layers imagectl writes
-    (:mod:`imagectl.images.assembled`: buildah only; Docker raises EngineError).  ``share_with_docker`` copies a
-    local image into a local Docker daemon, where one answers and the engine is another (False: nothing to do), so
-    ``docker run`` finds images built without a registry.
+    (:mod:`imagectl.images.assembled`: buildah only; Docker raises EngineError); ``stage_layer`` puts such a layer
+    into the engine's store while the next ones are written, so that ``load_layout`` finds it there
+    (``unsupported``: nothing done, the load does all), and ``discard_staged`` removes those no loaded image uses.
+    ``share_with_docker`` copies a local image into a local Docker daemon, where one answers and the engine is
+    another (False: nothing to do), so ``docker run`` finds images built without a registry.
     """
 
     name: EngineName
@@ -84,5 +87,7 @@ class Engine(Protocol):
     def export_layout(self, image: str, dest: Path) -> None: ...
     def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str]) -> tuple[int, str]: ...
     def load_layout(self, layout: Path) -> str: ...
+    def stage_layer(self, diff_ids: Sequence[str], blob: Path) -> Staged: ...
+    def discard_staged(self) -> None: ...
     def push_layout(self, layout: Path, repository: str, tag: str, on_line: LineSink) -> Pushed: ...
     def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool: ...

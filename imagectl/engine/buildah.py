@@ -35,7 +35,8 @@ from ..errors import BuildError, EngineError, NotFoundError
 from ..redact import redact
 from ..reference import PINNED_FROM
 from ..registry.layout import link_or_copy
-from . import TAIL_LINES, Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed
+from . import TAIL_LINES, Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed, Staged
+from .layer_store import LayerStore, storage_layer_id
 
 LOCAL_HOST = "localhost"
 COMPRESSIONS = ("gzip", "zstd")
@@ -76,6 +77,8 @@ class BuildahEngine(Engine):
         self._binary, self._pusher, self._compression, self._insecure = found, pusher, compression, insecure
         self._pushed: dict[str, set[str]] = {}  # image id -> "host/path@digest" this engine pushed it as
         self._layouts: dict[str, Path] = {}  # image id -> the OCI layout load_layout loaded it from
+        self._store: LayerStore | None | bool = False  # False: not looked up yet (stage_layer)
+        self._staged: list[str] = []  # layer ids stage_layer imported that no loaded image uses yet
         self._version = self._run(["version", "--json"], "version", parse=json.loads).get("version", "unknown")
 
     def version(self) -> str:
@@ -291,7 +294,54 @@ class BuildahEngine(Engine):
         finally:
             link.unlink(missing_ok=True)
         self._layouts[image_id] = layout
+        self._staged.clear()  # the image uses them now
         return image_id
+
+    def stage_layer(self, diff_ids: Sequence[str], blob: Path) -> Staged:
+        """Put the last layer of ``diff_ids`` (an image's layers from the bottom up; each lower one staged or already
+        there) into containers-storage from its blob ``blob``, under the id a pull of that image gives it, so that
+        :meth:`load_layout` finds it made (:mod:`.layer_store`).  ``imported``, ``present`` (another build or pull
+        made it), or ``unsupported`` where the ``containers-storage`` program is missing or the store is rootless.
+        Raises EngineError when the store refuses the layer, BuildError when the store's layer of that id does not
+        hold ``diff_ids[-1]`` (a pull would trust it)."""
+        store = self._layer_store()
+        if store is None:
+            return "unsupported"
+        layer_id, expected, how = storage_layer_id(diff_ids), diff_ids[-1], "present"
+        found = store.layer(layer_id)
+        if found is None:
+            try:
+                store.put(layer_id, storage_layer_id(diff_ids[:-1]) if len(diff_ids) > 1 else "", blob)
+                self._staged.append(layer_id)
+                how = "imported"
+            except EngineError:
+                if store.layer(layer_id) is None:  # not a concurrent build's import of the same layer
+                    raise
+            found = store.layer(layer_id)
+        if found is None or found.diff_digest != expected:
+            if layer_id in self._staged and store.delete(layer_id):
+                self._staged.remove(layer_id)
+            held = found.diff_digest if found else "nothing"
+            raise BuildError(f"containers-storage: layer {layer_id[:12]} holds {held or 'no digest'}, not the layer "
+                             f"{expected} it stands for: the image is not loaded", "build")
+        return how
+
+    def discard_staged(self) -> None:
+        """Remove the layers :meth:`stage_layer` imported that no loaded image uses (a build that failed on the
+        way), the top ones first; one another build uses now stays."""
+        store = self._layer_store()
+        while store is not None and self._staged:
+            store.delete(self._staged.pop())
+
+    def _layer_store(self) -> LayerStore | None:
+        if self._store is False:
+            info = self._call(["info"])
+            try:
+                store = json.loads(info.stdout).get("store") if info.returncode == 0 else None
+            except ValueError:
+                store = None
+            self._store = LayerStore.of(store) if isinstance(store, dict) else None
+        return self._store if isinstance(self._store, LayerStore) else None
 
     def push_layout(self, layout: Path, repository: str, tag: str, on_line: LineSink) -> Pushed:
         """Push the OCI layout ``layout`` (the image :meth:`load_layout` loaded) as ``repository:tag``, blob by blob

@@ -15,13 +15,13 @@ import socket
 import subprocess
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import quote
 
 from ..progress.push import PushProgress
 from ..redact import redact
 from ..errors import BuildError, EngineError, NotFoundError
-from . import TAIL_LINES, Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed
+from . import TAIL_LINES, Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed, Staged
 
 
 def _info(attrs: Mapping[str, Any]) -> ImageInfo:
@@ -211,6 +211,13 @@ class DockerEngine(Engine):
     def load_layout(self, layout: Path) -> str:
         """Not on this engine (raises EngineError), as :meth:`run_mounted`."""
         raise EngineError("the docker engine does not load OCI layouts: [build] install = \"assembled\" is buildah's")
+
+    def stage_layer(self, diff_ids: Sequence[str], blob: Path) -> Staged:
+        """Nothing to stage on this engine (it loads no layouts): ``unsupported``."""
+        return "unsupported"
+
+    def discard_staged(self) -> None:
+        """Nothing is staged on this engine."""
 
     def push_layout(self, layout: Path, repository: str, tag: str, on_line: LineSink) -> Pushed:
         """Not on this engine (raises EngineError), as :meth:`run_mounted`."""

@@ -8,13 +8,13 @@ a build reused from the registry, or a tag command against a registry, never mak
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
 from ..config import Config
 from ..errors import EngineError
-from . import Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed
+from . import Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed, Staged
 from .features import picks_buildah
 
 EngineChoice = Literal["auto", "docker", "buildah"]
@@ -133,6 +133,14 @@ class LazyEngine(Engine):
     def load_layout(self, layout: Path) -> str:
         """See :meth:`Engine.load_layout`."""
         return self.connected().load_layout(layout)
+
+    def stage_layer(self, diff_ids: Sequence[str], blob: Path) -> Staged:
+        """See :meth:`Engine.stage_layer`."""
+        return self.connected().stage_layer(diff_ids, blob)
+
+    def discard_staged(self) -> None:
+        """See :meth:`Engine.discard_staged`."""
+        self.connected().discard_staged()
 
     def push_layout(self, layout: Path, repository: str, tag: str, on_line: LineSink) -> Pushed:
         """See :meth:`Engine.push_layout`."""

@@ -15,17 +15,20 @@ machine downloads nothing; no index credential ever reaches a build).  Then, on 
 A locked package the venv already holds at another version is replaced as pip would: a layer of whiteouts of its
 files comes right after the system image.  The image (its config: the system image's, with these layers'
 ``diff_ids`` and history entries at time 0) is written as an OCI layout and loaded into the engine, where the check
-runs on it; the push sends the layout's own blobs (nothing is compressed again).  Layers that change least come
-first, so an upgrade of the framework moves only the layers above the CUDA one.
+runs on it; the push sends the layout's own blobs (nothing is compressed again).  Each layer is staged into the
+engine's store as soon as it and those below it are written (:class:`LayerStager`), so the load finds them made.
+Layers that change least come first, so an upgrade of the framework moves only the layers above the CUDA one.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
+import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +43,7 @@ from ..assemble.wheel import read_wheel
 from ..cache import cache_dir
 from ..config import Config
 from ..engine import Engine, EngineBuild, LineSink
-from ..errors import BuildError
+from ..errors import BuildError, ImagectlError
 from ..labels import BUILD_KEY, ENGINE
 from ..lock.layers import split_layers
 from ..lock.lockfile import LockedPackage
@@ -120,49 +123,135 @@ def assembled_build(plan: Plan, config: Config, engine: Engine, trace: Trace, wo
 
 def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context: Path,  # noqa: PLR0913
               groups: Sequence[LayerGroup], scheme: Scheme, work: Path) -> AssembledImage:
-    """The system image is built (and exported) while the wheels download and their layers are written; then the
-    ``.pyc`` layer, the files layer, the layout, and its load into the engine."""
+    """The system image is built (and exported) while the wheels download and their layers are written; each layer
+    is staged into the engine's store as soon as it and those below it are there (:class:`LayerStager`); then the
+    ``.pyc`` layer, the files layer, the layout, and its load into the engine (which finds the staged layers made).
+    A failure on the way removes the staged layers no image uses."""
     log, blobs, stage = trace.log, work / "blobs", work / "stage"
     blobs.mkdir(parents=True)
     stage.mkdir()
     spec = EngineBuild({BUILD_KEY: plan.key, ENGINE: engine.name}, config.build_network, config.build_args,
                        no_cache=plan.request.options.no_cache, source_date_epoch=plan.source_date_epoch,
                        cache_repo=config.build_cache)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        layers = pool.submit(_lock_layers, plan, config, log, groups, scheme, blobs, stage)
-        with Heartbeat(log, "building") as beat:
-            system_id = engine.build(context, spec, beat.sink)
-        system = pool.submit(engine.export_layout, system_id, work / "system")
-        with Heartbeat(log, "assembling") as beat:  # a line at least every 15 s: loading 5 GB takes minutes
-            written = layers.result()
-            probe = _compile(engine, system_id, stage, scheme, beat.sink)
-            system.result()
-            top = [_pyc_layer(probe, stage, blobs), _files_layer(plan, blobs)]
-            whiteouts = _whiteout_layer(probe, groups, blobs, scheme)
-            layout = write_layout(work / "system", [*whiteouts, *written, *top], work / "layout")
-            started = time.monotonic()
-            beat.sink(f"loading the image into the engine ({sum(w.blob.size for w in written) / 1e9:.1f} GB of "
-                      "lock layers)")
-            image_id = engine.load_layout(layout)
-    log(f"assembled image {image_id[:12]}: {len(whiteouts) + len(written) + len(top)} layers on the system image, "
-        f"loaded into the engine in {time.monotonic() - started:.0f} s")
+    stager = LayerStager(engine)
+    try:
+        with ThreadPoolExecutor(max_workers=2) as writers, ThreadPoolExecutor(max_workers=2) as pool:
+            pending = pool.submit(_lock_layers, plan, config, log, groups, scheme, blobs, stage, writers)
+            with Heartbeat(log, "building") as beat:
+                system_id = engine.build(context, spec, beat.sink)
+            system = pool.submit(engine.export_layout, system_id, work / "system")
+            with Heartbeat(log, "assembling") as beat:  # a line at least every 15 s: loading 5 GB takes minutes
+                venv = _probe(engine, system_id, work / "probe", scheme)
+                whiteouts = _whiteout_layer(venv, groups, blobs, scheme)
+                system.result()
+                for diff_id, blob in system_layers(work / "system"):
+                    stager.add(diff_id, blob)
+                written = []
+                for layer in [*whiteouts, *(future.result() for future in pending.result())]:
+                    stager.add(layer.blob.diff_id, layer.blob.path)
+                    written.append(layer)
+                log(f"wrote {len(groups)} lock layers: " + ", ".join(
+                    f"{g.name} {w.blob.size / 1e6:.1f} MB" for g, w in zip(groups, written[len(whiteouts):],
+                                                                         strict=True)))
+                probe = _compile(engine, system_id, stage, scheme, beat.sink)
+                top = [_pyc_layer(probe, stage, blobs), _files_layer(plan, blobs)]
+                for layer in top:
+                    stager.add(layer.blob.diff_id, layer.blob.path)
+                layout = write_layout(work / "system", [*written, *top], work / "layout")
+                beat.sink(f"loading the image into the engine ({sum(w.blob.size for w in written) / 1e9:.1f} GB of "
+                          "lock layers)")
+                stager.close()
+                started = time.monotonic()
+                image_id = engine.load_layout(layout)
+    except BaseException:
+        stager.close(abort=True)
+        engine.discard_staged()
+        raise
+    log(f"assembled image {image_id[:12]}: {len(written) + len(top)} layers on the system image; "
+        f"{stager.describe()}; loaded into the engine in {time.monotonic() - started:.0f} s")
     return AssembledImage(image_id, layout)
 
 
+class LayerStager:
+    """Stages an image's layers into ``engine``'s store (:meth:`~imagectl.engine.Engine.stage_layer`), from the
+    bottom up, in a thread of its own: :meth:`add` each layer in the image's order as soon as its blob is written,
+    then :meth:`close`.  Where the engine cannot stage, or a layer fails to, the rest are left to the load (which
+    makes them itself: slower, the same image); a staged layer that is not what its diff_id says fails the build."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine, self._chain = engine, list[str]()
+        self._queue: queue.SimpleQueue[tuple[str, Path] | None] = queue.SimpleQueue()
+        self._abort = threading.Event()
+        self.done: dict[str, int] = {"imported": 0, "present": 0}
+        self.seconds, self.stopped = 0.0, ""
+        self._error: BuildError | None = None
+        self._thread = threading.Thread(target=self._work, name="imagectl-stage", daemon=True)
+        self._thread.start()
+
+    def add(self, diff_id: str, blob: Path) -> None:
+        """The next layer up: its diff_id and its blob."""
+        self._queue.put((diff_id, blob))
+
+    def close(self, *, abort: bool = False) -> None:
+        """Wait until every layer added is staged (``abort``: only the one being imported now); raises the
+        BuildError of a layer that is not what it stands for."""
+        if abort:
+            self._abort.set()
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None and not abort:
+            raise self._error
+
+    def describe(self) -> str:
+        """What it did, for the build's log."""
+        if self.stopped:
+            return f"layers not staged ({self.stopped}): the load made them"
+        return (f"{self.done['imported']} layers staged into the engine's store as they were written "
+                f"({self.seconds:.0f} s), {self.done['present']} there already")
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            self._chain.append(item[0])
+            if self._abort.is_set() or self.stopped or self._error is not None:
+                continue
+            started = time.monotonic()
+            try:
+                how = self._engine.stage_layer(tuple(self._chain), item[1])
+            except BuildError as exc:
+                self._error = exc
+            except ImagectlError as exc:
+                self.stopped = str(exc)
+            else:
+                if how == "unsupported":
+                    self.stopped = "the engine cannot: apt-get install containers-storage"
+                else:
+                    self.done[how] += 1
+            self.seconds += time.monotonic() - started
+
+
+def system_layers(system: Path) -> list[tuple[str, Path]]:
+    """The layers of the system image's layout ``system``: (diff_id, blob file) from the bottom up.  Raises
+    BuildError for a layout whose config and manifest disagree."""
+    manifest = root_manifest(system)
+    descriptor = manifest.config()
+    if descriptor is None:
+        raise BuildError("the system image's layout has no config", "build")
+    diff_ids = json.loads(read_small_blob(system, descriptor.digest))["rootfs"]["diff_ids"]
+    layers = manifest.layers()
+    if len(diff_ids) != len(layers):
+        raise BuildError(f"the system image's layout has {len(layers)} layers and {len(diff_ids)} diff_ids", "build")
+    return [(str(diff_id), blob_path(system, layer.digest)) for diff_id, layer in zip(diff_ids, layers, strict=True)]
+
+
 def _lock_layers(plan: Plan, config: Config, log: LineSink, groups: Sequence[LayerGroup],  # noqa: PLR0913
-                 scheme: Scheme, blobs: Path, stage: Path) -> list[Written]:
-    """Download the lock's wheels (:func:`~imagectl.assemble.fetch.fetch_wheels`), then write its layers, two at a
-    time."""
+                 scheme: Scheme, blobs: Path, stage: Path, writers: ThreadPoolExecutor) -> list[Future[Written]]:
+    """Download the lock's wheels (:func:`~imagectl.assemble.fetch.fetch_wheels`), then start writing its layers
+    on ``writers``; their futures, in the lock's order."""
     header = plan.spec.install_lock.header
     packages = [p for group in groups for p in group.packages]
     wheels = fetch_wheels(packages, header.index, plan.request.profile.python, header.platform,
                           cache_dir() / "wheels", ca_bundle=config.ca_bundle, on_line=log)
-    started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        written = list(pool.map(lambda g: _group_layer(g, wheels, scheme, plan, blobs, stage), groups))
-    log(f"wrote {len(written)} lock layers in {time.monotonic() - started:.0f} s: "
-        + ", ".join(f"{g.name} {w.blob.size / 1e6:.1f} MB" for g, w in zip(groups, written, strict=True)))
-    return written
+    return [writers.submit(_group_layer, g, wheels, scheme, plan, blobs, stage) for g in groups]
 
 
 def _group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, plan: Plan, blobs: Path,  # noqa: PLR0913
@@ -180,18 +269,26 @@ def _group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, pla
 
 
 def _compile(engine: Engine, system_id: str, stage: Path, scheme: Scheme, log: LineSink) -> Probe:
-    """Run the probe (:data:`~imagectl.assemble.compile.PROBE`) in a container of the system image."""
+    """Run the probe (:data:`~imagectl.assemble.compile.PROBE`) in a container of the system image: the staged
+    ``.py`` files compiled."""
     sources = [str(Path(root, name)).removeprefix(str(stage)) for root, _, names in os.walk(stage)
                for name in names if name.endswith(".py")]
-    write_sources(stage, sources)
     log(f"compiling {len(sources)} .py files with the image's Python")
     started = time.monotonic()
-    status, output = engine.run_mounted(system_id, [scheme.python, "-c", PROBE, STAGE], {stage: STAGE})
-    if status != 0:
-        raise BuildError(f"the compile step in the system image failed (exit {status})", "build", output[-4000:])
-    probe = read_probe(stage, scheme)
+    probe = _probe(engine, system_id, stage, scheme, sources)
     log(f"compiled {len(probe.pyc)} .pyc files in {time.monotonic() - started:.0f} s")
     return probe
+
+
+def _probe(engine: Engine, system_id: str, folder: Path, scheme: Scheme, sources: Sequence[str] = ()) -> Probe:
+    """The probe run in a container of the system image on ``folder`` (``sources`` compiled; none: only the
+    venv's folders and distributions, right after the system image is built)."""
+    folder.mkdir(exist_ok=True)
+    write_sources(folder, list(sources))
+    status, output = engine.run_mounted(system_id, [scheme.python, "-c", PROBE, STAGE], {folder: STAGE})
+    if status != 0:
+        raise BuildError(f"the compile step in the system image failed (exit {status})", "build", output[-4000:])
+    return read_probe(folder, scheme)
 
 
 def _pyc_layer(probe: Probe, stage: Path, blobs: Path) -> Written:

@@ -37,7 +37,8 @@ def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, regi
     assert len(immutable) == 1 and tags["latest"] == tags[immutable[0]]
 
     client = RegistryClient(registry.host, insecure=True)
-    config = client.get_image_config(f"{namespace}/{PROFILE}", client.get_manifest(f"{namespace}/{PROFILE}", "latest"))
+    manifest = client.get_manifest(f"{namespace}/{PROFILE}", "latest")
+    config = client.get_image_config(f"{namespace}/{PROFILE}", manifest)
     labels = config.labels
     assert labels["imagectl.profile"] == PROFILE and labels["imagectl.nccl"] == "2.20.5"
     assert labels["imagectl.engine"] == (engine or "buildah")  # auto (the default) took buildah, with no daemon
@@ -47,6 +48,10 @@ def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, regi
 
     parts = immutable_parts(immutable[0])
     assert labels["imagectl.build-key"].startswith(parts["key"]) and config.digest[7:19] == parts["image"]
+    if labels["imagectl.engine"] == "buildah":  # every layer staged into containers-storage (or found there) first
+        staged = re.search(r"(\d+) layers staged into the engine's store as they were written \(\d+ s\), (\d+) there "
+                           r"already; loaded", first.err)
+        assert staged and int(staged[1]) + int(staged[2]) == len(manifest.layers()), first.err[-3000:]
 
     # the base flavour has no system NCCL, so no warning (a -runtime build warns: test_flavours.py)
     assert "NCCL_VERSION of the base image" not in first.out + first.err

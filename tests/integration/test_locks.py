@@ -292,6 +292,7 @@ def test_fresh_runners_share_the_cuda_layer_upload_none_of_it_and_reproduce_an_i
     finally:
         proxy.stop()
     assert second.code == 0, second.err[-3000:]
+    assert re.search(r"\d+ layers staged into the engine's store as they were written", second.err), second.err[-3000:]
     [result] = json.loads(second.out)["results"]
 
     client, repo_a, repo_b = RegistryClient(registry.host, insecure=True), f"runners/{OLDER}", f"runners/{PROFILE}"
@@ -343,11 +344,15 @@ def test_fresh_runners_share_the_cuda_layer_upload_none_of_it_and_reproduce_an_i
                 f"{sent.get(cuda, 0)} of the CUDA layer), {sum(sizes[d] for d in mounted_in_image)} bytes mounted "
                 f"({len(mounted_in_image)} blobs, CUDA layer {sizes[cuda]})")
 
-    # runner C, empty storage: the same profile, lock and base built a second time, as `rebuild --compare` does it
+    # runner C, empty storage: the same profile, lock and base built a second time, as `rebuild --compare` does it;
+    # without the containers-storage program, so its load makes every layer itself, where runner A's staged them
     config.write_text(config.read_text().replace(f'url = "{proxy.host}"', f'url = "{registry.host}"', 1))
     empty_storage(monkeypatch, tmp_path / "runner-c")
-    same = run_cli("rebuild", OLDER, "--compare")
+    with monkeypatch.context() as unstaged:
+        unstaged.setattr("imagectl.engine.layer_store.TOOL", "containers-storage-not-installed")
+        same = run_cli("rebuild", OLDER, "--compare")
     assert same.code == 0, same.out + same.err[-1500:]
+    assert "layers not staged (the engine cannot: apt-get install containers-storage): the load made them" in same.err
     assert same.out.strip() == f"reproduced {manifests[repo_a].digest}"
     assert list((tmp_path / "runner-c" / "root").iterdir()), "the rebuild did not use the empty storage"
 
