@@ -52,6 +52,7 @@ from ..registry.layout import blob_path, link_or_copy, read_small_blob, root_man
 from ..registry.manifest import sha256_digest
 from ..render.context import CONSTRAINTS_PATH, ENTRY_PATH, EXTRAS_LOCK_FILE, LOCK_PATH, lock_layers
 from .context_write import write_context
+from .early_upload import EarlyUpload
 from .plan import Plan
 from .trace import Trace
 
@@ -105,10 +106,11 @@ def layer_groups(plan: Plan) -> list[LayerGroup]:
 
 
 @contextmanager
-def assembled_build(plan: Plan, config: Config, engine: Engine, trace: Trace, work: Path) -> Iterator[AssembledImage]:
+def assembled_build(plan: Plan, config: Config, engine: Engine, trace: Trace, work: Path,  # noqa: PLR0913
+                    upload: EarlyUpload | None = None) -> Iterator[AssembledImage]:
     """Build ``plan``'s image as the module docstring says, in folder ``work`` (removed when the block ends, with the
-    layout); yields the loaded image.  Raises BuildError (step ``build``) for a failure on the way, PackageIndexError
-    for the index."""
+    layout); yields the loaded image.  ``upload``: each layer blob is handed to it as soon as it is written.  Raises
+    BuildError (step ``build``) for a failure on the way, PackageIndexError for the index."""
     log = trace.log
     with trace.timed("build"):
         context, assemble = work / "context", work / "assemble"
@@ -117,12 +119,12 @@ def assembled_build(plan: Plan, config: Config, engine: Engine, trace: Trace, wo
         scheme = venv_scheme(VENV, plan.request.profile.python)
         log(f"building {plan.request.profile.name} (build key {plan.key[:10]}): the system image, the lock's "
             f"{len(groups)} layers from its wheels")
-        image = _assemble(plan, config, engine, trace, context, groups, scheme, assemble)
+        image = _assemble(plan, config, engine, trace, context, groups, scheme, assemble, upload)
     yield image
 
 
 def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context: Path,  # noqa: PLR0913
-              groups: Sequence[LayerGroup], scheme: Scheme, work: Path) -> AssembledImage:
+              groups: Sequence[LayerGroup], scheme: Scheme, work: Path, upload: EarlyUpload | None) -> AssembledImage:
     """The system image is built (and exported) while the wheels download and their layers are written; each layer
     is staged into the engine's store as soon as it and those below it are there (:class:`LayerStager`); then the
     ``.pyc`` layer, the files layer, the layout, and its load into the engine (which finds the staged layers made).
@@ -134,6 +136,12 @@ def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context:
                        no_cache=plan.request.options.no_cache, source_date_epoch=plan.source_date_epoch,
                        cache_repo=config.build_cache)
     stager = LayerStager(engine)
+
+    def ready(blob: LayerBlob) -> None:  # a layer's blob is written: stage it, upload it
+        stager.add(blob.diff_id, blob.path)
+        if upload is not None:
+            upload.add(blob.path, blob.digest, blob.size)
+
     try:
         with ThreadPoolExecutor(max_workers=2) as writers, ThreadPoolExecutor(max_workers=2) as pool:
             pending = pool.submit(_lock_layers, plan, config, log, groups, scheme, blobs, stage, writers)
@@ -144,11 +152,11 @@ def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context:
                 venv = _probe(engine, system_id, work / "probe", scheme)
                 whiteouts = _whiteout_layer(venv, groups, blobs, scheme)
                 system.result()
-                for diff_id, blob in system_layers(work / "system"):
-                    stager.add(diff_id, blob)
+                for blob in system_layers(work / "system"):
+                    ready(blob)
                 written = []
                 for layer in [*whiteouts, *(future.result() for future in pending.result())]:
-                    stager.add(layer.blob.diff_id, layer.blob.path)
+                    ready(layer.blob)
                     written.append(layer)
                 log(f"wrote {len(groups)} lock layers: " + ", ".join(
                     f"{g.name} {w.blob.size / 1e6:.1f} MB" for g, w in zip(groups, written[len(whiteouts):],
@@ -156,7 +164,7 @@ def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context:
                 probe = _compile(engine, system_id, stage, scheme, beat.sink)
                 top = [_pyc_layer(probe, stage, blobs), _files_layer(plan, blobs)]
                 for layer in top:
-                    stager.add(layer.blob.diff_id, layer.blob.path)
+                    ready(layer.blob)
                 layout = write_layout(work / "system", [*written, *top], work / "layout")
                 beat.sink(f"loading the image into the engine ({sum(w.blob.size for w in written) / 1e9:.1f} GB of "
                           "lock layers)")
@@ -229,9 +237,9 @@ class LayerStager:
             self.seconds += time.monotonic() - started
 
 
-def system_layers(system: Path) -> list[tuple[str, Path]]:
-    """The layers of the system image's layout ``system``: (diff_id, blob file) from the bottom up.  Raises
-    BuildError for a layout whose config and manifest disagree."""
+def system_layers(system: Path) -> list[LayerBlob]:
+    """The layers of the system image's layout ``system``, from the bottom up.  Raises BuildError for a layout
+    whose config and manifest disagree."""
     manifest = root_manifest(system)
     descriptor = manifest.config()
     if descriptor is None:
@@ -240,7 +248,8 @@ def system_layers(system: Path) -> list[tuple[str, Path]]:
     layers = manifest.layers()
     if len(diff_ids) != len(layers):
         raise BuildError(f"the system image's layout has {len(layers)} layers and {len(diff_ids)} diff_ids", "build")
-    return [(str(diff_id), blob_path(system, layer.digest)) for diff_id, layer in zip(diff_ids, layers, strict=True)]
+    return [LayerBlob(blob_path(system, layer.digest), layer.digest, layer.size, str(diff_id))
+            for diff_id, layer in zip(diff_ids, layers, strict=True)]
 
 
 def _lock_layers(plan: Plan, config: Config, log: LineSink, groups: Sequence[LayerGroup],  # noqa: PLR0913

@@ -48,6 +48,7 @@ from .assembled import assembled_build
 from .base_digest import resolve_base_digest
 from .context_dirs import build_context, sweep_contexts
 from .context_write import write_context
+from .early_upload import EarlyUpload
 from .immutable import existing_immutable, image_of
 from .platforms import check_mode, index_key, this_host
 from .trace import Trace
@@ -239,19 +240,22 @@ def check_built(plan: Plan, config: Config, engine: Engine, image_id: str, trace
 
 @dataclass(frozen=True)
 class FreshImage:
-    """A freshly built image: its engine id, what pip did (nothing for an assembled one), and the OCI layout of an
-    assembled image (pushed as it is), else None."""
+    """A freshly built image: its engine id, what pip did (nothing for an assembled one), the OCI layout of an
+    assembled image (pushed as it is), else None, and the upload of its layers that started while it was made."""
 
     image_id: str
     pip: PipLog
     layout: Path | None = None
+    early: EarlyUpload | None = None
 
 
 @contextlib.contextmanager
-def built_image(plan: Plan, config: Config, engine: Engine, trace: Trace) -> Iterator[FreshImage]:
+def built_image(plan: Plan, config: Config, engine: Engine, trace: Trace, *,
+                upload_to: Reference | None = None) -> Iterator[FreshImage]:
     """Build ``plan``'s image: assembled (:mod:`.assembled`, its layout kept until the block ends) where the plan
-    renders so (:func:`imagectl.render.context.assembled`), else by the engine from the Dockerfile alone.  Raises
-    BuildError naming the step."""
+    renders so (:func:`imagectl.render.context.assembled`), else by the engine from the Dockerfile alone.
+    ``upload_to``: the repository the image will be pushed to; an assembled image's layers are uploaded there as
+    they are written (:mod:`.early_upload`; stopped when the block ends).  Raises BuildError naming the step."""
     if not assembled(plan.spec, config, NETRC_FILE if plan.netrc else ""):
         image_id, pip = engine_build(plan, config, engine, trace)
         yield FreshImage(image_id, pip)
@@ -262,12 +266,18 @@ def built_image(plan: Plan, config: Config, engine: Engine, trace: Trace) -> Ite
         folder = work.enter_context(build_context())
     except OSError as exc:
         raise BuildError(f"cannot make a folder to assemble the image in: {exc.strerror or exc}", "build") from None
-    with work, assembled_build(plan, config, engine, trace, folder) as image:
-        yield FreshImage(image.image_id, PipLog(), image.layout)
+    with work:
+        early = None
+        if upload_to is not None:
+            early = EarlyUpload.to(upload_to, config, trace.log)
+            work.callback(early.close)
+        with assembled_build(plan, config, engine, trace, folder, early) as image:
+            yield FreshImage(image.image_id, PipLog(), image.layout, early)
 
 
 def _build(plan: Plan, store: TagStore, config: Config, engine: Engine, trace: Trace) -> BuildResult:
-    with built_image(plan, config, engine, trace) as built:
+    upload_to = plan.repository if config.registry_url else None
+    with built_image(plan, config, engine, trace, upload_to=upload_to) as built:
         return _check_tag_push(plan, store, config, engine, trace, built)
 
 
@@ -287,9 +297,10 @@ def _check_tag_push(plan: Plan, store: TagStore, config: Config, engine: Engine,
     if publish and existing is None:
         log(f"pushing {repo.familiar}:{tag}")
         with trace.timed("push"), Heartbeat(log, "pushing") as beat:
+            early = built.early.finish() if built.early else None  # the layers sent while the image was made
             pushed = (engine.push_layout(built.layout, repo.familiar, tag, beat.sink) if built.layout
                       else engine.push(repo.familiar, tag, beat.sink))
-        target, pushed_bytes = pushed.digest, pushed.uploaded
+        target, pushed_bytes = pushed.digest, pushed.uploaded + (early.uploaded if early else 0)
     elif publish:
         log(f"{repo.familiar}:{tag} already names this image ({short_digest(existing)}): not pushed again")
     attested = attest_build(plan, config, engine, BuiltImage(image_id, target, checked), trace)  # SBOM, provenance

@@ -113,14 +113,15 @@ class CheckedBlob:
     BlobDigestError unless the bytes had the descriptor's digest and size.  Seekable to its start only (an upload
     sent again reads it afresh); ``len()`` is its size, so an HTTP upload gets a Content-Length."""
 
-    def __init__(self, layout: Path, blob: Descriptor, on_bytes: Any = None) -> None:
+    def __init__(self, path: Path, blob: Descriptor, on_bytes: Any = None) -> None:
+        """``path``: the blob's file (in a layout, :func:`blob_path`)."""
         self.blob = blob
         self._on_bytes = on_bytes
         try:
-            self._file: IO[bytes] = blob_path(layout, blob.digest).open("rb")
+            self._file: IO[bytes] = path.open("rb")
+            self._size = path.stat().st_size
         except OSError as exc:
-            raise LayoutError(f"{layout}: blob {blob.digest}: {exc.strerror or exc}") from None
-        self._size = blob_path(layout, blob.digest).stat().st_size
+            raise LayoutError(f"{path}: blob {blob.digest}: {exc.strerror or exc}") from None
         self._reset()
 
     def _reset(self) -> None:

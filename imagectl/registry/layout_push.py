@@ -38,7 +38,7 @@ from ..errors import AuthError, NotFoundError, OperationError, RegistryError
 from ..progress.units import count_of, human_bytes
 from ..reference import check_tag
 from .client import RegistryClient
-from .layout import CheckedBlob, manifest_of, root_manifest
+from .layout import CheckedBlob, blob_path, manifest_of, root_manifest
 from .manifest import Descriptor, Manifest
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def push_layout(  # noqa: PLR0913 - the target, then keyword-only options with d
     sources = MountSources(client, repository, mount_from, discover=discover, on_line=on_line)
     tally = _Tally()
     for blob in blobs:
-        _ensure_blob(client, layout, repository, blob, sources, progress, tally)
+        _ensure_blob(client, blob_path(layout, blob.digest), repository, blob, sources, progress, tally)
     for child in children:
         if client.head_manifest(repository, child.digest) is None:
             _put_manifest(client, repository, child.digest, child)
@@ -127,8 +127,33 @@ class _Tally:
     uploaded_blobs: list[str] = field(default_factory=list)
 
 
+class BlobSender:
+    """Sends blobs to ``repository`` one at a time as :func:`push_layout` sends a layout's (present, mounted from
+    another repository, or uploaded), before any manifest names them: a build uploads its layers while the rest of
+    the image is still being made, and its push then finds them there.  Blobs alone change nothing a user sees (no
+    manifest, no tag).  One thread calls it; :attr:`sent` is what it did (its ``digest`` empty)."""
+
+    def __init__(self, client: RegistryClient, repository: str, *, mount_from: Sequence[str] = (),
+                 on_line: LineSink = _ignore, discover: bool = True) -> None:
+        self._client, self._repository = client, repository
+        self._sources = MountSources(client, repository, mount_from, discover=discover, on_line=on_line)
+        self._progress = UploadProgress(on_line, 0, 0, float("inf"))
+        self._tally = _Tally()
+
+    def send(self, path: Path, blob: Descriptor) -> None:
+        """Make the repository hold ``blob``, whose file is ``path``.  Raises as :func:`push_layout`."""
+        self._progress.total += blob.size
+        _ensure_blob(self._client, path, self._repository, blob, self._sources, self._progress, self._tally)
+
+    @property
+    def sent(self) -> LayoutPush:
+        tally = self._tally
+        return LayoutPush("", tally.uploaded, tally.mounted, tally.present, self._progress.total,
+                          dict(tally.mounted_from), tuple(tally.uploaded_blobs))
+
+
 def _ensure_blob(  # noqa: PLR0913 - one blob's push needs its target, its file, its sources and the counters
-    client: RegistryClient, layout: Path, repository: str, blob: Descriptor, sources: "MountSources",
+    client: RegistryClient, path: Path, repository: str, blob: Descriptor, sources: "MountSources",
     progress: "UploadProgress", tally: _Tally,
 ) -> None:
     """Make ``repository`` hold ``blob``: present, mounted, or uploaded (see the module docstring)."""
@@ -146,7 +171,7 @@ def _ensure_blob(  # noqa: PLR0913 - one blob's push needs its target, its file,
         return
     assert session is not None  # a plain start (no mount asked) always opens a session
     try:
-        with CheckedBlob(layout, blob, progress.sent) as reader:
+        with CheckedBlob(path, blob, progress.sent) as reader:
             client.finish_upload(repository, session, reader, blob.digest)
     except BaseException:
         client.cancel_upload(repository, session)

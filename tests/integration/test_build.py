@@ -52,6 +52,10 @@ def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, regi
         staged = re.search(r"(\d+) layers staged into the engine's store as they were written \(\d+ s\), (\d+) there "
                            r"already; loaded", first.err)
         assert staged and int(staged[1]) + int(staged[2]) == len(manifest.layers()), first.err[-3000:]
+        # the layers went up while the image was made; the push after the check sent the config (a few kB) alone
+        early = re.search(r"uploaded while the image was made: ([\d.]+ [kMG]?B) uploaded", first.err)
+        assert early and early[1] != "0 B", first.err[-3000:]
+        assert re.search(r"push: [\d.]+ k?B uploaded", first.err), first.err[-3000:]
 
     # the base flavour has no system NCCL, so no warning (a -runtime build warns: test_flavours.py)
     assert "NCCL_VERSION of the base image" not in first.out + first.err
