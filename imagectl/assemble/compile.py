@@ -2,13 +2,22 @@
 
 pip compiles every ``.py`` it installs with the interpreter it installs for; a ``.pyc`` is only valid for that
 Python's bytecode, so the host cannot make them.  :data:`PROBE` runs in a container of the system image (base,
-Python, venv) with a staging folder mounted at :data:`STAGE`: it holds the ``.py`` files of every wheel at their
-paths in the image (under ``STAGE``).  It compiles each with ``py_compile`` as if it were at its real path (the
-``dfile``: tracebacks and ``co_filename`` name the installed file), hash-checked (PEP 552: no timestamp; the same
-source gives the same bytes), one process per core, and skips a file that does not compile as pip does.  It also
-writes ``probe.json``: the venv's folders as ``sysconfig`` says (checked against :func:`~.install.venv_scheme`) and
-the distributions the venv already holds with their files (so a locked package the venv already has is replaced,
-not doubled).  Its text is fixed: only paths imagectl wrote into a JSON file reach it.
+Python, venv) with a staging folder mounted at :data:`STAGE`, started as soon as the system image is built:
+
+1. it writes :data:`VENV_FILE` at once: the venv's folders as ``sysconfig`` says (checked against
+   :func:`~.install.venv_scheme`) and the distributions the venv already holds with their files (so a locked
+   package the venv already has is replaced, not doubled);
+2. it waits for :data:`SOURCES_FILE` (:func:`write_sources`, written when every wheel's ``.py`` files are staged
+   at their paths in the image, under ``STAGE``; ``null``: the build stopped, exit at once), at most the seconds
+   its second argument says;
+3. it compiles each with ``py_compile`` as if it were at its real path (the ``dfile``: tracebacks and
+   ``co_filename`` name the installed file), hash-checked (PEP 552: no timestamp; the same source gives the same
+   bytes), one process per core, skipping a file that does not compile as pip does, and writes
+   :data:`PROBE_FILE`: the same facts and the ``.pyc`` files.
+
+Waiting in a running container lets the compile start the moment the sources are there, whatever else holds the
+engine's store then (a layer being staged into it).  Files appear by rename, never half-written.  Its text is
+fixed: only paths imagectl wrote into a JSON file reach it.
 """
 
 from __future__ import annotations
@@ -21,13 +30,35 @@ from ..errors import BuildError
 from .install import Scheme
 
 STAGE = "/imagectl-stage"
+VENV_FILE = "venv.json"
 PROBE_FILE = "probe.json"
 SOURCES_FILE = "sources.json"
+WAIT_S = 3600  # how long the probe waits for the sources
 PROBE = r"""
-import concurrent.futures, importlib.metadata, importlib.util, json, os, py_compile, sys, sysconfig
+import concurrent.futures, importlib.metadata, importlib.util, json, os, py_compile, sys, sysconfig, time
 stage = sys.argv[1]
-with open(os.path.join(stage, "sources.json")) as f:
+def write(name, data):
+    with open(os.path.join(stage, name + ".part"), "w") as f:
+        json.dump(data, f)
+    os.replace(os.path.join(stage, name + ".part"), os.path.join(stage, name))
+dists = []
+for dist in importlib.metadata.distributions():
+    base = str(dist.locate_file(""))
+    files = [os.path.normpath(os.path.join(base, str(f))) for f in (dist.files or ())]
+    dists.append({"name": dist.metadata["Name"], "version": dist.version, "path": str(dist._path), "files": files})
+paths = sysconfig.get_paths()
+venv = {"purelib": paths["purelib"], "platlib": paths["platlib"], "scripts": paths["scripts"],
+        "prefix": sys.prefix, "python": "%d.%d" % sys.version_info[:2], "dists": dists}
+write("venv.json", venv)
+go, deadline = os.path.join(stage, "sources.json"), time.monotonic() + float(sys.argv[2] if len(sys.argv) > 2 else 3600)
+while not os.path.exists(go):
+    if time.monotonic() > deadline:
+        sys.exit("imagectl probe: no sources.json in time")
+    time.sleep(0.05)
+with open(go) as f:
     sources = json.load(f)
+if sources is None:
+    sys.exit(0)
 def compile_one(path):
     try:
         py_compile.compile(stage + path, cfile=stage + importlib.util.cache_from_source(path), dfile=path,
@@ -37,16 +68,7 @@ def compile_one(path):
         return None
 with concurrent.futures.ProcessPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
     made = [p for p in pool.map(compile_one, sources, chunksize=64) if p]
-dists = []
-for dist in importlib.metadata.distributions():
-    base = str(dist.locate_file(""))
-    files = [os.path.normpath(os.path.join(base, str(f))) for f in (dist.files or ())]
-    dists.append({"name": dist.metadata["Name"], "version": dist.version, "path": str(dist._path), "files": files})
-paths = sysconfig.get_paths()
-probe = {"purelib": paths["purelib"], "platlib": paths["platlib"], "scripts": paths["scripts"],
-         "prefix": sys.prefix, "python": "%d.%d" % sys.version_info[:2], "pyc": made, "dists": dists}
-with open(os.path.join(stage, "probe.json"), "w") as f:
-    json.dump(probe, f)
+write("probe.json", dict(venv, pyc=made))
 """
 
 
@@ -68,13 +90,14 @@ class Probe:
     dists: tuple[InstalledDist, ...]
 
 
-def read_probe(stage: Path, scheme: Scheme) -> Probe:
-    """The probe's answer in ``stage``; raises BuildError when there is none or the venv's folders are not
-    ``scheme``'s (a base whose venv lays out otherwise cannot take these layers)."""
+def read_probe(stage: Path, scheme: Scheme, name: str = PROBE_FILE) -> Probe:
+    """The probe's answer in ``stage`` (``name``: :data:`PROBE_FILE`, or :data:`VENV_FILE`, which has no ``.pyc``
+    files); raises BuildError when there is none or the venv's folders are not ``scheme``'s (a base whose venv lays
+    out otherwise cannot take these layers)."""
     try:
-        data = json.loads((stage / PROBE_FILE).read_text(encoding="utf-8"))
+        data = json.loads((stage / name).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise BuildError(f"the compile step wrote no readable {PROBE_FILE}: {exc}") from None
+        raise BuildError(f"the compile step wrote no readable {name}: {exc}") from None
     seen = {key: data.get(key) for key in ("purelib", "platlib", "scripts", "prefix")}
     want = {"purelib": scheme.purelib, "platlib": scheme.platlib, "scripts": scheme.scripts, "prefix": scheme.prefix}
     if seen != want:
@@ -85,6 +108,9 @@ def read_probe(stage: Path, scheme: Scheme) -> Probe:
     return Probe(tuple(sorted(map(str, data.get("pyc") or ()))), dists)
 
 
-def write_sources(stage: Path, sources: list[str]) -> None:
-    """The list of ``.py`` paths (in the image) the probe compiles."""
-    (stage / SOURCES_FILE).write_text(json.dumps(sorted(sources)), encoding="utf-8")
+def write_sources(stage: Path, sources: list[str] | None) -> None:
+    """The list of ``.py`` paths (in the image) the probe compiles (None: it exits without compiling), by rename:
+    the probe never reads half of it."""
+    part = stage / f"{SOURCES_FILE}.part"
+    part.write_text(json.dumps(None if sources is None else sorted(sources)), encoding="utf-8")
+    part.replace(stage / SOURCES_FILE)

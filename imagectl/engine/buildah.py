@@ -260,16 +260,18 @@ class BuildahEngine(Engine):
                               timeout=_RUN_TIMEOUT_S)
         return done.returncode, done.stdout + done.stderr
 
-    def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str]) -> tuple[int, str]:
+    def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str], *,
+                    timeout: float | None = None) -> tuple[int, str]:
         """Run ``argv`` (not the image's entrypoint) in a throw-away working container of ``image``, each host folder
-        of ``mounts`` bind-mounted read-write at its path in the container; (exit status, output).  (Chroot isolation
-        has only the host's network: callers run fixed programs of their own that use none.)"""
+        of ``mounts`` bind-mounted read-write at its path in the container, for at most ``timeout`` seconds (default
+        600); (exit status, output).  (Chroot isolation has only the host's network: callers run fixed programs of
+        their own that use none.)"""
         name = f"imagectl-run-{uuid.uuid4().hex[:12]}"
         self._run(["from", "--pull-never", "--name", name, _local_ref(image)], f"run {image}")
         try:
             volumes = [arg for host, inside in sorted(mounts.items()) for arg in ("--volume", f"{host}:{inside}:rw")]
             done = self._call(["run", "--isolation", os.environ.get("BUILDAH_ISOLATION") or "chroot",
-                               *volumes, name, "--", *argv], timeout=_RUN_TIMEOUT_S)
+                               *volumes, name, "--", *argv], timeout=timeout or _RUN_TIMEOUT_S)
             return done.returncode, done.stdout + done.stderr
         finally:
             self._call(["rm", name])

@@ -204,7 +204,8 @@ class DockerEngine(Engine):
         finally:
             container.remove(force=True)
 
-    def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str]) -> tuple[int, str]:
+    def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str], *,
+                    timeout: float | None = None) -> tuple[int, str]:
         """Not on this engine: the lock layers imagectl writes are buildah's (raises EngineError)."""
         raise EngineError("the docker engine does not assemble images: [build] install = \"assembled\" is buildah's")
 

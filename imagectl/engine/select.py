@@ -126,9 +126,10 @@ class LazyEngine(Engine):
         """See :meth:`Engine.export_layout`."""
         self.connected().export_layout(image, dest)
 
-    def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str]) -> tuple[int, str]:
+    def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str], *,
+                    timeout: float | None = None) -> tuple[int, str]:
         """See :meth:`Engine.run_mounted`."""
-        return self.connected().run_mounted(image, argv, mounts)
+        return self.connected().run_mounted(image, argv, mounts, timeout=timeout)
 
     def load_layout(self, layout: Path) -> str:
         """See :meth:`Engine.load_layout`."""

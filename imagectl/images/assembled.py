@@ -35,7 +35,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ..assemble.compile import PROBE, STAGE, Probe, read_probe, write_sources
+from ..assemble.compile import (PROBE, PROBE_FILE, SOURCES_FILE, STAGE, VENV_FILE, WAIT_S, Probe, read_probe,
+                                write_sources)
 from ..assemble.fetch import fetch_wheels
 from ..assemble.install import Scheme, install_wheel, source_files, venv_scheme
 from ..assemble.layer import FILE_MODE, LayerBlob, LayerWriter
@@ -143,34 +144,41 @@ def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context:
             upload.add(blob.path, blob.digest, blob.size)
 
     try:
-        with ThreadPoolExecutor(max_workers=2) as writers, ThreadPoolExecutor(max_workers=2) as pool:
-            pending = pool.submit(_lock_layers, plan, config, log, groups, scheme, blobs, stage, writers)
-            with Heartbeat(log, "building") as beat:
-                system_id = engine.build(context, spec, beat.sink)
-            system = pool.submit(engine.export_layout, system_id, work / "system")
-            with Heartbeat(log, "assembling") as beat:  # a line at least every 15 s: loading 5 GB takes minutes
-                venv = _probe(engine, system_id, work / "probe", scheme)
-                whiteouts = _whiteout_layer(venv, groups, blobs, scheme)
-                system.result()
-                for blob in system_layers(work / "system"):
-                    ready(blob)
-                written = []
-                for layer in [*whiteouts, *(future.result() for future in pending.result())]:
-                    ready(layer.blob)
-                    written.append(layer)
-                log(f"wrote {len(groups)} lock layers: " + ", ".join(
-                    f"{g.name} {w.blob.size / 1e6:.1f} MB" for g, w in zip(groups, written[len(whiteouts):],
-                                                                         strict=True)))
-                probe = _compile(engine, system_id, stage, scheme, beat.sink)
-                top = [_pyc_layer(probe, stage, blobs), _files_layer(plan, blobs)]
-                for layer in top:
-                    ready(layer.blob)
-                layout = write_layout(work / "system", [*written, *top], work / "layout")
-                beat.sink(f"loading the image into the engine ({sum(w.blob.size for w in written) / 1e9:.1f} GB of "
-                          "lock layers)")
-                stager.close()
-                started = time.monotonic()
-                image_id = engine.load_layout(layout)
+        with ThreadPoolExecutor(max_workers=2) as writers, ThreadPoolExecutor(max_workers=3) as pool:
+            try:
+                pending = pool.submit(_lock_layers, plan, config, log, groups, scheme, blobs, stage, writers)
+                with Heartbeat(log, "building") as beat:
+                    system_id = engine.build(context, spec, beat.sink)
+                system = pool.submit(engine.export_layout, system_id, work / "system")
+                probe_run = pool.submit(engine.run_mounted, system_id, [scheme.python, "-c", PROBE, STAGE, str(WAIT_S)],
+                                        {stage: STAGE}, timeout=WAIT_S + 600)
+                with Heartbeat(log, "assembling") as beat:  # a line at least every 15 s: loading 5 GB takes minutes
+                    venv = _probe_answer(stage, VENV_FILE, probe_run, scheme)
+                    whiteouts = _whiteout_layer(venv, groups, blobs, scheme)
+                    system.result()
+                    for blob in system_layers(work / "system"):
+                        ready(blob)
+                    written = []
+                    for layer in [*whiteouts, *(future.result() for future in pending.result())]:
+                        ready(layer.blob)
+                        written.append(layer)
+                    log(f"wrote {len(groups)} lock layers: " + ", ".join(
+                        f"{g.name} {w.blob.size / 1e6:.1f} MB" for g, w in zip(groups, written[len(whiteouts):],
+                                                                             strict=True)))
+                    probe = _compile(stage, probe_run, scheme, beat.sink)
+                    top = [_pyc_layer(probe, stage, blobs), _files_layer(plan, blobs)]
+                    for layer in top:
+                        ready(layer.blob)
+                    layout = write_layout(work / "system", [*written, *top], work / "layout")
+                    beat.sink(f"loading the image into the engine ({sum(w.blob.size for w in written) / 1e9:.1f} GB of "
+                              "lock layers)")
+                    stager.close()
+                    started = time.monotonic()
+                    image_id = engine.load_layout(layout)
+            except BaseException:
+                if not (stage / SOURCES_FILE).exists():
+                    write_sources(stage, None)  # the probe waiting in its container exits: the pool can end
+                raise
     except BaseException:
         stager.close(abort=True)
         engine.discard_staged()
@@ -192,6 +200,7 @@ class LayerStager:
         self._abort = threading.Event()
         self.done: dict[str, int] = {"imported": 0, "present": 0}
         self.seconds, self.stopped = 0.0, ""
+        self.took: list[float] = []  # seconds of each layer staged, from the bottom up
         self._error: BuildError | None = None
         self._thread = threading.Thread(target=self._work, name="imagectl-stage", daemon=True)
         self._thread.start()
@@ -215,7 +224,8 @@ class LayerStager:
         if self.stopped:
             return f"layers not staged ({self.stopped}): the load made them"
         return (f"{self.done['imported']} layers staged into the engine's store as they were written "
-                f"({self.seconds:.0f} s), {self.done['present']} there already")
+                f"({self.seconds:.0f} s), {self.done['present']} there already (seconds per layer: "
+                + " ".join(f"{t:.0f}" for t in self.took) + ")")
 
     def _work(self) -> None:
         while (item := self._queue.get()) is not None:
@@ -234,7 +244,8 @@ class LayerStager:
                     self.stopped = "the engine cannot: apt-get install containers-storage"
                 else:
                     self.done[how] += 1
-            self.seconds += time.monotonic() - started
+            self.took.append(time.monotonic() - started)
+            self.seconds += self.took[-1]
 
 
 def system_layers(system: Path) -> list[LayerBlob]:
@@ -277,27 +288,30 @@ def _group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, pla
     return Written(out.close(), f"{INSTALL_STEP} {FILES_DIR}/{group.file} ({pins})")
 
 
-def _compile(engine: Engine, system_id: str, stage: Path, scheme: Scheme, log: LineSink) -> Probe:
-    """Run the probe (:data:`~imagectl.assemble.compile.PROBE`) in a container of the system image: the staged
-    ``.py`` files compiled."""
+def _compile(stage: Path, run: Future[tuple[int, str]], scheme: Scheme, log: LineSink) -> Probe:
+    """Hand the probe running in a container of the system image (``run``) the staged ``.py`` files and wait for
+    their ``.pyc`` files."""
     sources = [str(Path(root, name)).removeprefix(str(stage)) for root, _, names in os.walk(stage)
                for name in names if name.endswith(".py")]
     log(f"compiling {len(sources)} .py files with the image's Python")
     started = time.monotonic()
-    probe = _probe(engine, system_id, stage, scheme, sources)
+    write_sources(stage, sources)
+    probe = _probe_answer(stage, PROBE_FILE, run, scheme)
     log(f"compiled {len(probe.pyc)} .pyc files in {time.monotonic() - started:.0f} s")
     return probe
 
 
-def _probe(engine: Engine, system_id: str, folder: Path, scheme: Scheme, sources: Sequence[str] = ()) -> Probe:
-    """The probe run in a container of the system image on ``folder`` (``sources`` compiled; none: only the
-    venv's folders and distributions, right after the system image is built)."""
-    folder.mkdir(exist_ok=True)
-    write_sources(folder, list(sources))
-    status, output = engine.run_mounted(system_id, [scheme.python, "-c", PROBE, STAGE], {folder: STAGE})
-    if status != 0:
-        raise BuildError(f"the compile step in the system image failed (exit {status})", "build", output[-4000:])
-    return read_probe(folder, scheme)
+def _probe_answer(stage: Path, name: str, run: Future[tuple[int, str]], scheme: Scheme) -> Probe:
+    """The probe's file ``name`` once it is there (:mod:`imagectl.assemble.compile`), without waiting for its
+    container to go (the engine may be busy with a layer); raises BuildError when the probe ended without it."""
+    while not (stage / name).exists():
+        if run.done():
+            status, output = run.result()
+            if not (stage / name).exists():
+                raise BuildError(f"the compile step in the system image failed (exit {status})", "build",
+                                 output[-4000:])
+        time.sleep(0.05)
+    return read_probe(stage, scheme, name)
 
 
 def _pyc_layer(probe: Probe, stage: Path, blobs: Path) -> Written:

@@ -50,7 +50,7 @@ def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, regi
     assert labels["imagectl.build-key"].startswith(parts["key"]) and config.digest[7:19] == parts["image"]
     if labels["imagectl.engine"] == "buildah":  # every layer staged into containers-storage (or found there) first
         staged = re.search(r"(\d+) layers staged into the engine's store as they were written \(\d+ s\), (\d+) there "
-                           r"already; loaded", first.err)
+                           r"already \(seconds per layer: [\d ]+\); loaded", first.err)
         assert staged and int(staged[1]) + int(staged[2]) == len(manifest.layers()), first.err[-3000:]
         # the layers went up while the image was made; the push after the check sent the config (a few kB) alone
         early = re.search(r"uploaded while the image was made: ([\d.]+ [kMG]?B) uploaded", first.err)

@@ -13,6 +13,7 @@ import marshal
 import os
 import posixpath
 import subprocess
+import time
 import sys
 import tarfile
 import zipfile
@@ -22,7 +23,7 @@ from pathlib import Path
 import pip
 import pytest
 
-from imagectl.assemble.compile import PROBE, read_probe, write_sources
+from imagectl.assemble.compile import PROBE, VENV_FILE, read_probe, write_sources
 from imagectl.assemble.install import Scheme, install_wheel, record_text, source_files, venv_scheme
 from imagectl.assemble.layer import EXEC_MODE, FILE_MODE, FileDigest, LayerWriter
 from imagectl.assemble.wheel import read_wheel
@@ -241,11 +242,20 @@ def test_the_probe_compiles_the_staged_sources_in_the_venv_and_reads_back(instal
     count = source_files(read_wheel(installed.wheel), installed.scheme, stage)
     sources = sorted("/" + str(p.relative_to(stage)) for p in stage.rglob("*.py"))
     assert count == len(sources) == 4
+    # started before the sources are there (as right after the system image is built): the venv's facts first
+    running = subprocess.Popen([str(installed.venv / "bin" / "python"), "-c", PROBE, str(stage), "120"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (stage / VENV_FILE).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    venv = read_probe(stage, installed.scheme, VENV_FILE)
+    assert venv.pyc == () and "demo-pkg" in {d.name for d in venv.dists}
+    time.sleep(0.3)
+    assert running.poll() is None and not (stage / "probe.json").exists()  # waiting for the sources
     write_sources(stage, sources)
     assert json.loads((stage / "sources.json").read_text()) == sources
-    done = subprocess.run([str(installed.venv / "bin" / "python"), "-c", PROBE, str(stage)], capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    _, err = running.communicate(timeout=120)
+    assert running.returncode == 0, err
     probe = read_probe(stage, installed.scheme)
     assert probe.pyc == tuple(sorted(importlib.util.cache_from_source(path) for path in sources))
     for source in sources:
@@ -411,3 +421,21 @@ def test_venv_scheme_layout():
     assert scheme == Scheme("/opt/venv", "/opt/venv/lib/python3.12/site-packages",
                             "/opt/venv/lib/python3.12/site-packages", "/opt/venv/bin",
                             "/opt/venv/include/site/python3.12", "/opt/venv/bin/python")
+
+
+def test_the_probe_exits_without_compiling_when_the_build_stopped(installed, tmp_path):
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    write_sources(stage, None)
+    done = subprocess.run([str(installed.venv / "bin" / "python"), "-c", PROBE, str(stage), "30"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (stage / VENV_FILE).exists() and not (stage / "probe.json").exists()
+
+
+def test_the_probe_gives_up_waiting_for_sources_that_never_come(installed, tmp_path):
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    done = subprocess.run([str(installed.venv / "bin" / "python"), "-c", PROBE, str(stage), "0.5"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "no sources.json in time" in done.stderr
