@@ -59,6 +59,10 @@ with open(go) as f:
     sources = json.load(f)
 if sources is None:
     sys.exit(0)
+try:
+    os.nice(10)  # the layers being staged meanwhile come first
+except OSError:
+    pass
 def compile_one(path):
     try:
         py_compile.compile(stage + path, cfile=stage + importlib.util.cache_from_source(path), dfile=path,

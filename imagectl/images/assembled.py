@@ -149,7 +149,7 @@ def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context:
                 pending = pool.submit(_lock_layers, plan, config, log, groups, scheme, blobs, stage, writers)
                 with Heartbeat(log, "building") as beat:
                     system_id = engine.build(context, spec, beat.sink)
-                system = pool.submit(engine.export_layout, system_id, work / "system")
+                system = pool.submit(_export, engine, system_id, work / "system", log)
                 probe_run = pool.submit(engine.run_mounted, system_id, [scheme.python, "-c", PROBE, STAGE, str(WAIT_S)],
                                         {stage: STAGE}, timeout=WAIT_S + 600)
                 with Heartbeat(log, "assembling") as beat:  # a line at least every 15 s: loading 5 GB takes minutes
@@ -162,9 +162,6 @@ def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context:
                     for layer in [*whiteouts, *(future.result() for future in pending.result())]:
                         ready(layer.blob)
                         written.append(layer)
-                    log(f"wrote {len(groups)} lock layers: " + ", ".join(
-                        f"{g.name} {w.blob.size / 1e6:.1f} MB" for g, w in zip(groups, written[len(whiteouts):],
-                                                                             strict=True)))
                     probe = _compile(stage, probe_run, scheme, beat.sink)
                     top = [_pyc_layer(probe, stage, blobs), _files_layer(plan, blobs)]
                     for layer in top:
@@ -265,19 +262,22 @@ def system_layers(system: Path) -> list[LayerBlob]:
 
 def _lock_layers(plan: Plan, config: Config, log: LineSink, groups: Sequence[LayerGroup],  # noqa: PLR0913
                  scheme: Scheme, blobs: Path, stage: Path, writers: ThreadPoolExecutor) -> list[Future[Written]]:
-    """Download the lock's wheels (:func:`~imagectl.assemble.fetch.fetch_wheels`), then start writing its layers
-    on ``writers``; their futures, in the lock's order."""
+    """Download the lock's wheels (:func:`~imagectl.assemble.fetch.fetch_wheels`) layer by layer, and start writing
+    each layer on ``writers`` as soon as its wheels are there (the CUDA layer, the biggest, first); their futures,
+    in the lock's order."""
     header = plan.spec.install_lock.header
-    packages = [p for group in groups for p in group.packages]
-    wheels = fetch_wheels(packages, header.index, plan.request.profile.python, header.platform,
-                          cache_dir() / "wheels", ca_bundle=config.ca_bundle, on_line=log)
-    return [writers.submit(_group_layer, g, wheels, scheme, plan, blobs, stage) for g in groups]
+    futures = []
+    for group in groups:
+        wheels = fetch_wheels(group.packages, header.index, plan.request.profile.python, header.platform,
+                              cache_dir() / "wheels", ca_bundle=config.ca_bundle, on_line=log)
+        futures.append(writers.submit(_group_layer, group, wheels, scheme, plan, blobs, stage, log))
+    return futures
 
 
 def _group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, plan: Plan, blobs: Path,  # noqa: PLR0913
-                 stage: Path) -> Written:
+                 stage: Path, log: LineSink) -> Written:
     """One install layer: its wheels (in the lock's order) and its lock file; their ``.py`` files staged."""
-    seen: set[str] = set()
+    started, seen = time.monotonic(), set[str]()
     with LayerWriter(blobs / f"{group.name}.tar.gz") as out:
         for package in group.packages:
             wheel = read_wheel(wheels[canonicalize_name(package.name)])
@@ -285,7 +285,15 @@ def _group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, pla
             source_files(wheel, scheme, stage)
         out.add_bytes(f"{FILES_DIR}/{group.file}", plan.files[group.file], FILE_MODE)
     pins = " ".join(f"{p.name}=={p.version}" for p in group.packages)
-    return Written(out.close(), f"{INSTALL_STEP} {FILES_DIR}/{group.file} ({pins})")
+    blob = out.close()
+    log(f"wrote the {group.name} layer ({blob.size / 1e6:.1f} MB) in {time.monotonic() - started:.0f} s")
+    return Written(blob, f"{INSTALL_STEP} {FILES_DIR}/{group.file} ({pins})")
+
+
+def _export(engine: Engine, system_id: str, dest: Path, log: LineSink) -> None:
+    started = time.monotonic()
+    engine.export_layout(system_id, dest)
+    log(f"exported the system image in {time.monotonic() - started:.0f} s")
 
 
 def _compile(stage: Path, run: Future[tuple[int, str]], scheme: Scheme, log: LineSink) -> Probe:

@@ -13,6 +13,8 @@ sends whatever is missing (and fails then, with its own message, if the registry
 
 from __future__ import annotations
 
+import contextlib
+import os
 import queue
 import threading
 import time
@@ -79,6 +81,8 @@ class EarlyUpload:
             self._thread.join()
 
     def _work(self) -> None:
+        with contextlib.suppress(OSError):  # the uploads have until the push: what the build waits for comes first
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         try:
             with self._connect() as client:
                 sender = BlobSender(client, self._repository)
