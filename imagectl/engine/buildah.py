@@ -299,10 +299,11 @@ class BuildahEngine(Engine):
         self._staged.clear()  # the image uses them now
         return image_id
 
-    def stage_layer(self, diff_ids: Sequence[str], blob: Path) -> Staged:
+    def stage_layer(self, diff_ids: Sequence[str], blob: Callable[[], Path]) -> Staged:
         """Put the last layer of ``diff_ids`` (an image's layers from the bottom up; each lower one staged or already
-        there) into containers-storage from its blob ``blob``, under the id a pull of that image gives it, so that
-        :meth:`load_layout` finds it made (:mod:`.layer_store`).  ``imported``, ``present`` (another build or pull
+        there) into containers-storage from its blob file (``blob()`` says where: asked only when the layer must be
+        imported), under the id a pull of that image gives it, so that :meth:`load_layout` finds it made
+        (:mod:`.layer_store`).  ``imported``, ``present`` (another build or pull
         made it), or ``unsupported`` where the ``containers-storage`` program is missing or the store is rootless.
         Raises EngineError when the store refuses the layer, BuildError when the store's layer of that id does not
         hold ``diff_ids[-1]`` (a pull would trust it)."""
@@ -313,7 +314,7 @@ class BuildahEngine(Engine):
         found = store.layer(layer_id)
         if found is None:
             try:
-                store.put(layer_id, storage_layer_id(diff_ids[:-1]) if len(diff_ids) > 1 else "", blob)
+                store.put(layer_id, storage_layer_id(diff_ids[:-1]) if len(diff_ids) > 1 else "", blob())
                 self._staged.append(layer_id)
                 how = "imported"
             except EngineError:
@@ -484,8 +485,10 @@ def _info(data: Mapping[str, Any], names: tuple[str, ...], repo_digests: tuple[s
     except ValueError:
         manifest = {}
     size = sum(int(layer.get("size") or 0) for layer in manifest.get("layers") or () if isinstance(layer, dict))
+    diff_ids = tuple(map(str, (oci.get("rootfs") or {}).get("diff_ids") or ()))
     return ImageInfo(id=str(data.get("FromImageID", "")), tags=names, repo_digests=repo_digests,
-                     labels=dict(config.get("Labels") or {}), size=size, created=str(oci.get("created") or ""))
+                     labels=dict(config.get("Labels") or {}), size=size, created=str(oci.get("created") or ""),
+                     diff_ids=diff_ids)
 
 
 def _json_list(text: str) -> list[dict[str, Any]]:

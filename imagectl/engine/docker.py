@@ -213,7 +213,7 @@ class DockerEngine(Engine):
         """Not on this engine (raises EngineError), as :meth:`run_mounted`."""
         raise EngineError("the docker engine does not load OCI layouts: [build] install = \"assembled\" is buildah's")
 
-    def stage_layer(self, diff_ids: Sequence[str], blob: Path) -> Staged:
+    def stage_layer(self, diff_ids: Sequence[str], blob: Callable[[], Path]) -> Staged:
         """Nothing to stage on this engine (it loads no layouts): ``unsupported``."""
         return "unsupported"
 

@@ -135,7 +135,7 @@ class LazyEngine(Engine):
         """See :meth:`Engine.load_layout`."""
         return self.connected().load_layout(layout)
 
-    def stage_layer(self, diff_ids: Sequence[str], blob: Path) -> Staged:
+    def stage_layer(self, diff_ids: Sequence[str], blob: Callable[[], Path]) -> Staged:
         """See :meth:`Engine.stage_layer`."""
         return self.connected().stage_layer(diff_ids, blob)
 

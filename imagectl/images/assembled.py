@@ -27,7 +27,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -138,8 +138,9 @@ def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context:
                        cache_repo=config.build_cache)
     stager = LayerStager(engine)
 
-    def ready(blob: LayerBlob) -> None:  # a layer's blob is written: stage it, upload it
-        stager.add(blob.diff_id, blob.path)
+    def ready(blob: LayerBlob, *, staged: bool = True) -> None:  # a layer's blob is written: stage it, upload it
+        if staged:
+            stager.add(blob.diff_id, lambda: blob.path)
         if upload is not None:
             upload.add(blob.path, blob.digest, blob.size)
 
@@ -155,9 +156,11 @@ def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context:
                 with Heartbeat(log, "assembling") as beat:  # a line at least every 15 s: loading 5 GB takes minutes
                     venv = _probe_answer(stage, VENV_FILE, probe_run, scheme)
                     whiteouts = _whiteout_layer(venv, groups, blobs, scheme)
-                    system.result()
-                    for blob in system_layers(work / "system"):
-                        ready(blob)
+                    exported = _Exported(system, work / "system")
+                    for diff_id in _diff_ids(engine, system_id):  # staged before the export ends: it is not needed
+                        stager.add(diff_id, lambda d=diff_id: exported.blob(d))  # where a layer is there already
+                    for blob in exported.layers():
+                        ready(blob, staged=False)
                     written = []
                     for layer in [*whiteouts, *(future.result() for future in pending.result())]:
                         ready(layer.blob)
@@ -193,7 +196,7 @@ class LayerStager:
 
     def __init__(self, engine: Engine) -> None:
         self._engine, self._chain = engine, list[str]()
-        self._queue: queue.SimpleQueue[tuple[str, Path] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[str, Callable[[], Path]] | None] = queue.SimpleQueue()
         self._abort = threading.Event()
         self.done: dict[str, int] = {"imported": 0, "present": 0}
         self.seconds, self.stopped = 0.0, ""
@@ -202,8 +205,8 @@ class LayerStager:
         self._thread = threading.Thread(target=self._work, name="imagectl-stage", daemon=True)
         self._thread.start()
 
-    def add(self, diff_id: str, blob: Path) -> None:
-        """The next layer up: its diff_id and its blob."""
+    def add(self, diff_id: str, blob: Callable[[], Path]) -> None:
+        """The next layer up: its diff_id and where its blob file is (asked only if the layer must be imported)."""
         self._queue.put((diff_id, blob))
 
     def close(self, *, abort: bool = False) -> None:
@@ -288,6 +291,31 @@ def _group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, pla
     blob = out.close()
     log(f"wrote the {group.name} layer ({blob.size / 1e6:.1f} MB) in {time.monotonic() - started:.0f} s")
     return Written(blob, f"{INSTALL_STEP} {FILES_DIR}/{group.file} ({pins})")
+
+
+class _Exported:
+    """The system image's layout once its export (``future``) is done: its layers, and each one's blob file by its
+    diff_id."""
+
+    def __init__(self, future: Future[None], layout: Path) -> None:
+        self._future, self._layout = future, layout
+
+    def layers(self) -> list[LayerBlob]:
+        self._future.result()
+        return system_layers(self._layout)
+
+    def blob(self, diff_id: str) -> Path:
+        found = [layer.path for layer in self.layers() if layer.diff_id == diff_id]
+        if not found:
+            raise BuildError(f"the system image's layout has no layer {diff_id}", "build")
+        return found[0]
+
+
+def _diff_ids(engine: Engine, system_id: str) -> tuple[str, ...]:
+    info = engine.inspect(system_id)
+    if info is None or not info.diff_ids:
+        raise BuildError(f"the engine does not know the system image {system_id[:12]}'s layers", "build")
+    return info.diff_ids
 
 
 def _export(engine: Engine, system_id: str, dest: Path, log: LineSink) -> None:

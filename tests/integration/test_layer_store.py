@@ -95,9 +95,11 @@ def test_staged_layers_are_the_ones_the_load_makes(tmp_path, monkeypatch, layout
     diff_ids = [w.blob.diff_id for w in written]
     empty_storage(monkeypatch, tmp_path / "staged")
     staged = BuildahEngine()
-    assert [staged.stage_layer(diff_ids[:n], w.blob.path) for n, w in enumerate(written, 1)] == ["imported"] * 3
+    made = [staged.stage_layer(diff_ids[:n], lambda w=w: w.blob.path) for n, w in enumerate(written, 1)]
+    assert made == ["imported"] * 3
     assert mounts_under(tmp_path) == []  # the program leaves nothing mounted behind it
-    assert staged.stage_layer(diff_ids[:2], written[1].blob.path) == "present"
+    # a layer already there is not imported again: its blob is not even asked for
+    assert staged.stage_layer(diff_ids[:2], lambda: pytest.fail("blob asked for")) == "present"
     ids = {storage_layer_id(diff_ids[:n]) for n in (1, 2, 3)}
     assert store_layers(staged) == ids
     image = staged.load_layout(path)
@@ -121,7 +123,7 @@ def test_a_layer_that_is_not_its_diff_id_is_refused_and_removed(tmp_path, monkey
     engine = BuildahEngine()
     wrong = [written[1].blob.diff_id]  # claims layer 1's content, brings layer 0's blob
     with pytest.raises(BuildError, match=f"not the layer {wrong[0]} it stands for"):
-        engine.stage_layer(wrong, written[0].blob.path)
+        engine.stage_layer(wrong, lambda: written[0].blob.path)
     assert store_layers(engine) == set()
 
 
@@ -131,7 +133,7 @@ def test_layers_a_failed_build_staged_are_removed(tmp_path, monkeypatch, layout)
     empty_storage(monkeypatch, tmp_path / "store")
     engine = BuildahEngine()
     for n, w in enumerate(written[:2], 1):
-        engine.stage_layer(diff_ids[:n], w.blob.path)
+        engine.stage_layer(diff_ids[:n], lambda w=w: w.blob.path)
     assert len(store_layers(engine)) == 2
     engine.discard_staged()
     assert store_layers(engine) == set()
@@ -142,6 +144,6 @@ def test_without_the_program_nothing_is_staged(tmp_path, monkeypatch, layout):
     monkeypatch.setattr("imagectl.engine.layer_store.TOOL", "containers-storage-not-installed")
     empty_storage(monkeypatch, tmp_path / "store")
     engine = BuildahEngine()
-    assert engine.stage_layer([written[0].blob.diff_id], written[0].blob.path) == "unsupported"
+    assert engine.stage_layer([written[0].blob.diff_id], lambda: written[0].blob.path) == "unsupported"
     assert engine.load_layout(path)
     assert LayerStore.of({"GraphRoot": "/x", "RunRoot": "/y", "GraphDriverName": "overlay"}) is None
