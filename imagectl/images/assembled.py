@@ -22,6 +22,7 @@ Layers that change least come first, so an upgrade of the framework moves only t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -270,16 +271,21 @@ def _lock_layers(plan: Plan, config: Config, log: LineSink, groups: Sequence[Lay
     in the lock's order."""
     header = plan.spec.install_lock.header
     futures = []
-    for group in groups:
+    for n, group in enumerate(groups):
         wheels = fetch_wheels(group.packages, header.index, plan.request.profile.python, header.platform,
                               cache_dir() / "wheels", ca_bundle=config.ca_bundle, on_line=log)
-        futures.append(writers.submit(_group_layer, group, wheels, scheme, plan, blobs, stage, log))
+        futures.append(writers.submit(_group_layer, group, wheels, scheme, plan, blobs, stage, log, first=n == 0))
     return futures
 
 
 def _group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, plan: Plan, blobs: Path,  # noqa: PLR0913
-                 stage: Path, log: LineSink) -> Written:
-    """One install layer: its wheels (in the lock's order) and its lock file; their ``.py`` files staged."""
+                 stage: Path, log: LineSink, *, first: bool = False) -> Written:
+    """One install layer: its wheels (in the lock's order) and its lock file; their ``.py`` files staged.  Any but
+    the ``first`` layer is written at a lower priority: the first one is staged first, the moment the system image is
+    built, and the rest wait for it there anyway."""
+    if not first:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
     started, seen = time.monotonic(), set[str]()
     with LayerWriter(blobs / f"{group.name}.tar.gz") as out:
         for package in group.packages:
