@@ -303,8 +303,8 @@ class BuildahEngine(Engine):
         """Put the last layer of ``diff_ids`` (an image's layers from the bottom up; each lower one staged or already
         there) into containers-storage from its blob file (``blob()`` says where: asked only when the layer must be
         imported), under the id a pull of that image gives it, so that :meth:`load_layout` finds it made
-        (:mod:`.layer_store`).  ``imported``, ``present`` (another build or pull
-        made it), or ``unsupported`` where the ``containers-storage`` program is missing or the store is rootless.
+        (:mod:`.layer_store`).  ``imported``, ``present`` (another build or pull made it), or ``unsupported`` where
+        the ``containers-storage`` program is missing or the store is rootless.
         Raises EngineError when the store refuses the layer, BuildError when the store's layer of that id does not
         hold ``diff_ids[-1]`` (a pull would trust it)."""
         store = self._layer_store()

@@ -146,40 +146,36 @@ def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context:
             upload.add(blob.path, blob.digest, blob.size)
 
     try:
-        with ThreadPoolExecutor(max_workers=2) as writers, ThreadPoolExecutor(max_workers=3) as pool:
-            try:
-                pending = pool.submit(_lock_layers, plan, config, log, groups, scheme, blobs, stage, writers)
-                with Heartbeat(log, "building") as beat:
-                    system_id = engine.build(context, spec, beat.sink)
-                system = pool.submit(_export, engine, system_id, work / "system", log)
-                probe_run = pool.submit(engine.run_mounted, system_id, [scheme.python, "-c", PROBE, STAGE, str(WAIT_S)],
-                                        {stage: STAGE}, timeout=WAIT_S + 600)
-                with Heartbeat(log, "assembling") as beat:  # a line at least every 15 s: loading 5 GB takes minutes
-                    venv = _probe_answer(stage, VENV_FILE, probe_run, scheme)
-                    whiteouts = _whiteout_layer(venv, groups, blobs, scheme)
-                    exported = _Exported(system, work / "system")
-                    for diff_id in _diff_ids(engine, system_id):  # staged before the export ends: it is not needed
-                        stager.add(diff_id, lambda d=diff_id: exported.blob(d))  # where a layer is there already
-                    for blob in exported.layers():
-                        ready(blob, staged=False)
-                    written = []
-                    for layer in [*whiteouts, *(future.result() for future in pending.result())]:
-                        ready(layer.blob)
-                        written.append(layer)
-                    probe = _compile(stage, probe_run, scheme, beat.sink)
-                    top = [_pyc_layer(probe, stage, blobs), _files_layer(plan, blobs)]
-                    for layer in top:
-                        ready(layer.blob)
-                    layout = write_layout(work / "system", [*written, *top], work / "layout")
-                    beat.sink(f"loading the image into the engine ({sum(w.blob.size for w in written) / 1e9:.1f} GB of "
-                              "lock layers)")
-                    stager.close()
-                    started = time.monotonic()
-                    image_id = engine.load_layout(layout)
-            except BaseException:
-                if not (stage / SOURCES_FILE).exists():
-                    write_sources(stage, None)  # the probe waiting in its container exits: the pool can end
-                raise
+        with (ThreadPoolExecutor(max_workers=2) as writers, ThreadPoolExecutor(max_workers=3) as pool,
+              _probe_released(stage)):
+            pending = pool.submit(_lock_layers, plan, config, log, groups, scheme, blobs, stage, writers)
+            with Heartbeat(log, "building") as beat:
+                system_id = engine.build(context, spec, beat.sink)
+            system = pool.submit(_export, engine, system_id, work / "system", log)
+            probe_run = pool.submit(engine.run_mounted, system_id, [scheme.python, "-c", PROBE, STAGE, str(WAIT_S)],
+                                    {stage: STAGE}, timeout=WAIT_S + 600)
+            with Heartbeat(log, "assembling") as beat:  # a line at least every 15 s: loading 5 GB takes minutes
+                venv = _probe_answer(stage, VENV_FILE, probe_run, scheme)
+                whiteouts = _whiteout_layer(venv, groups, blobs, scheme)
+                exported = _Exported(system, work / "system")
+                for diff_id in _diff_ids(engine, system_id):  # staged before the export ends: it is not needed
+                    stager.add(diff_id, lambda d=diff_id: exported.blob(d))  # where a layer is there already
+                for blob in exported.layers():
+                    ready(blob, staged=False)
+                written = []
+                for layer in [*whiteouts, *(future.result() for future in pending.result())]:
+                    ready(layer.blob)
+                    written.append(layer)
+                probe = _compile(stage, probe_run, scheme, beat.sink)
+                top = [_pyc_layer(probe, stage, blobs), _files_layer(plan, blobs)]
+                for layer in top:
+                    ready(layer.blob)
+                layout = write_layout(work / "system", [*written, *top], work / "layout")
+                beat.sink(f"loading the image into the engine ({sum(w.blob.size for w in written) / 1e9:.1f} GB of "
+                          "lock layers)")
+                stager.close()
+                started = time.monotonic()
+                image_id = engine.load_layout(layout)
     except BaseException:
         stager.close(abort=True)
         engine.discard_staged()
@@ -187,6 +183,18 @@ def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context:
     log(f"assembled image {image_id[:12]}: {len(written) + len(top)} layers on the system image; "
         f"{stager.describe()}; loaded into the engine in {time.monotonic() - started:.0f} s")
     return AssembledImage(image_id, layout)
+
+
+@contextmanager
+def _probe_released(stage: Path) -> Iterator[None]:
+    """On a failure, tell the probe waiting in its container for the staged sources that none are coming, so that
+    it exits and the pool running it can end."""
+    try:
+        yield
+    except BaseException:
+        if not (stage / SOURCES_FILE).exists():
+            write_sources(stage, None)
+        raise
 
 
 class LayerStager:
@@ -238,7 +246,7 @@ class LayerStager:
                 how = self._engine.stage_layer(tuple(self._chain), item[1])
             except BuildError as exc:
                 self._error = exc
-            except ImagectlError as exc:
+            except (ImagectlError, ValueError) as exc:  # ValueError: a diff_id that is not sha256:HEX
                 self.stopped = str(exc)
             else:
                 if how == "unsupported":

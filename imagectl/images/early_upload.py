@@ -24,7 +24,6 @@ from pathlib import Path
 
 from ..config import Config
 from ..engine import LineSink
-from ..errors import ImagectlError
 from ..progress.units import count_of, human_bytes
 from ..reference import Reference
 from ..registry.access import client_for
@@ -92,13 +91,13 @@ class EarlyUpload:
                     started = time.monotonic()
                     try:
                         sender.send(*item)
-                    except (ImagectlError, OSError) as exc:
-                        self.failed = str(exc)
+                    except Exception as exc:  # noqa: BLE001 -- not the build's failure: logged, and the push sends it
+                        self.failed = str(exc) or type(exc).__name__
                         self._log(f"uploading layers before the check stopped ({exc}): the push sends them")
                     self.seconds += time.monotonic() - started
                 self._sent = sender.sent
-        except (ImagectlError, OSError) as exc:
-            self.failed = str(exc)
+        except Exception as exc:  # noqa: BLE001 -- as above: the thread never dies with a traceback
+            self.failed = str(exc) or type(exc).__name__
             self._log(f"layers not uploaded before the check ({exc}): the push sends them")
             while self._queue.get() is not None:  # drain: add() never blocks, finish() still returns
                 pass

@@ -19,7 +19,6 @@ An index needs a registry: the CLI refuses several platforms without ``[registry
 from __future__ import annotations
 
 import contextlib
-
 import hashlib
 import json
 import tempfile
@@ -156,6 +155,3 @@ def _index_layout(built: Sequence[_Built], engine: Engine, tmp: Path) -> tuple[P
 
 def _root_hex(layout: Path) -> str:
     return str(json.loads((layout / "index.json").read_text())["manifests"][0]["digest"]).removeprefix("sha256:")
-
-
-

@@ -17,7 +17,7 @@ from imagectl.assemble.layer import FILE_MODE, LayerWriter
 from imagectl.engine.buildah import BuildahEngine
 from imagectl.engine.layer_store import LayerStore, storage_layer_id
 from imagectl.errors import BuildError
-from imagectl.images.assembled import Written, write_layout
+from imagectl.images.assembled import LayerStager, Written, write_layout
 from imagectl.registry.manifest import sha256_digest
 from tests.integration.conftest import empty_storage
 from tests.integration.support.skips import require_binary
@@ -147,3 +147,16 @@ def test_without_the_program_nothing_is_staged(tmp_path, monkeypatch, layout):
     assert engine.stage_layer([written[0].blob.diff_id], lambda: written[0].blob.path) == "unsupported"
     assert engine.load_layout(path)
     assert LayerStore.of({"GraphRoot": "/x", "RunRoot": "/y", "GraphDriverName": "overlay"}) is None
+
+
+def test_a_diff_id_that_is_not_sha256_stops_the_staging_and_leaves_the_layers_to_the_load(tmp_path, monkeypatch,
+                                                                                          layout):
+    _, written = layout
+    empty_storage(monkeypatch, tmp_path / "store")
+    stager = LayerStager(BuildahEngine())
+    stager.add("md5:" + "0" * 32, lambda: written[0].blob.path)
+    stager.add(written[1].blob.diff_id, lambda: written[1].blob.path)
+    stager.close()
+    assert "not a sha256 diff_id" in stager.stopped
+    assert stager.describe().startswith("layers not staged (not a sha256 diff_id")
+    assert stager.done == {"imported": 0, "present": 0}
