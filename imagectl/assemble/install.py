@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import BuildError
 from .layer import EXEC_MODE, FILE_MODE, FileDigest, LayerWriter
-from .wheel import Wheel, member_bytes
+from .wheel import Member, Wheel, member_bytes
 
 INSTALLER = b"imagectl\n"
 _ENTRY_POINT = re.compile(r"^(?P<module>[A-Za-z_][\w.]*)\s*:\s*(?P<attr>[A-Za-z_][\w.]*)\s*(\[[\w.,\s-]*\])?$")
@@ -68,12 +68,16 @@ def venv_scheme(prefix: str, python: str) -> Scheme:
 
 
 Skip = Callable[[str], bool]
+Route = Callable[[str, Member], LayerWriter | None]
 
 
-def install_wheel(wheel: Wheel, scheme: Scheme, out: LayerWriter, *, skip: Skip = lambda path: False) -> list[str]:
+def install_wheel(wheel: Wheel, scheme: Scheme, out: LayerWriter, *, skip: Skip = lambda path: False,
+                  route: Route = lambda path, member: None) -> list[str]:
     """Write ``wheel``'s installed files into ``out`` (see the module docstring), leaving out paths ``skip``
     accepts (another wheel of the layer wrote them already, as the later of two pip installs would overwrite);
-    returns the paths written, RECORD's last.  Raises BuildError for a malformed wheel or entry point."""
+    a member that ``route`` (given its path and the member) answers with another writer goes into that one
+    instead (a layer of its own), still listed in ``out``'s RECORD.  Returns the paths written, RECORD's last.
+    Raises BuildError for a malformed wheel or entry point."""
     site = scheme.purelib if wheel.root_is_purelib else scheme.platlib
     record = f"{site}/{wheel.dist_info}/RECORD"
     rows: dict[str, FileDigest] = {}
@@ -86,7 +90,8 @@ def install_wheel(wheel: Wheel, scheme: Scheme, out: LayerWriter, *, skip: Skip 
         if script:
             rows[path] = _script_file(wheel, member.name, scheme, path, out)
         else:
-            rows[path] = out.add_member(path, wheel.path, member, EXEC_MODE if member.executable else FILE_MODE)
+            writer = route(path, member) or out
+            rows[path] = writer.add_member(path, wheel.path, member, EXEC_MODE if member.executable else FILE_MODE)
     for name, target in sorted(_entry_scripts(wheel).items()):
         path = f"{scheme.scripts}/{name}"
         rows[path] = out.add_bytes(path, _entry_script(wheel, name, target, scheme), EXEC_MODE)

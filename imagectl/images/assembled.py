@@ -41,7 +41,7 @@ from ..assemble.compile import (PROBE, PROBE_FILE, SOURCES_FILE, STAGE, VENV_FIL
 from ..assemble.fetch import fetch_wheels
 from ..assemble.install import Scheme, install_wheel, source_files, venv_scheme
 from ..assemble.layer import FILE_MODE, LayerBlob, LayerWriter
-from ..assemble.wheel import read_wheel
+from ..assemble.wheel import Member, read_wheel
 from ..cache import cache_dir
 from ..config import Config
 from ..engine import Engine, EngineBuild, LineSink
@@ -163,7 +163,7 @@ def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context:
                 for blob in exported.layers():
                     ready(blob, staged=False)
                 written = []
-                for layer in [*whiteouts, *(future.result() for future in pending.result())]:
+                for layer in [*whiteouts, *(w for future in pending.result() for w in future.result())]:
                     ready(layer.blob)
                     written.append(layer)
                 probe = _compile(stage, probe_run, scheme, beat.sink)
@@ -273,38 +273,53 @@ def system_layers(system: Path) -> list[LayerBlob]:
 
 
 def _lock_layers(plan: Plan, config: Config, log: LineSink, groups: Sequence[LayerGroup],  # noqa: PLR0913
-                 scheme: Scheme, blobs: Path, stage: Path, writers: ThreadPoolExecutor) -> list[Future[Written]]:
+                 scheme: Scheme, blobs: Path, stage: Path, writers: ThreadPoolExecutor) -> list[Future[list[Written]]]:
     """Download the lock's wheels (:func:`~imagectl.assemble.fetch.fetch_wheels`) layer by layer, and start writing
-    each layer on ``writers`` as soon as its wheels are there (the CUDA layer, the biggest, first); their futures,
-    in the lock's order."""
-    header = plan.spec.install_lock.header
+    each install layer on ``writers`` as soon as its wheels are there (the CUDA layer, the biggest, first); their
+    futures, in the lock's order, each of the layers one install layer makes (:func:`group_layer`)."""
+    header, framework = plan.spec.install_lock.header, plan.request.profile.framework
     futures = []
     for n, group in enumerate(groups):
         wheels = fetch_wheels(group.packages, header.index, plan.request.profile.python, header.platform,
                               cache_dir() / "wheels", ca_bundle=config.ca_bundle, on_line=log)
-        futures.append(writers.submit(_group_layer, group, wheels, scheme, plan, blobs, stage, log, first=n == 0))
+        futures.append(writers.submit(group_layer, group, wheels, scheme, plan.files[group.file], blobs, stage, log,
+                                      first=n == 0, own_from=framework.own_layer_bytes(group.name)))
     return futures
 
 
-def _group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, plan: Plan, blobs: Path,  # noqa: PLR0913
-                 stage: Path, log: LineSink, *, first: bool = False) -> Written:
-    """One install layer: its wheels (in the lock's order) and its lock file; their ``.py`` files staged.  Any but
-    the ``first`` layer is written at a lower priority: the first one is staged first, the moment the system image is
-    built, and the rest wait for it there anyway."""
+def group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, lock_file: bytes,  # noqa: PLR0913
+                blobs: Path, stage: Path, log: LineSink, *, first: bool = False, own_from: int = 0) -> list[Written]:
+    """The layers of one install layer: its wheels (``wheels``: canonical name -> file; in the lock's order) and
+    its lock file (``lock_file``'s bytes) in one, their ``.py`` files staged under ``stage``; with ``own_from``,
+    each file a wheel stores in at least that many bytes in a layer of its own before it (``[framework] layers``'
+    ``own_layer_mib``), in the wheels' order.  Any but the ``first`` install layer is written at a lower priority:
+    the first one is staged first, the moment the system image is built, and the rest wait for it there anyway."""
     if not first:
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
     started, seen = time.monotonic(), set[str]()
-    with LayerWriter(blobs / f"{group.name}.tar.gz") as out:
+    own: list[tuple[str, str, LayerWriter]] = []  # (path, package==version, its layer's writer)
+    with contextlib.ExitStack() as files, LayerWriter(blobs / f"{group.name}.tar.gz") as out:
         for package in group.packages:
             wheel = read_wheel(wheels[canonicalize_name(package.name)])
-            seen.update(install_wheel(wheel, scheme, out, skip=seen.__contains__))
+
+            def route(path: str, member: Member, pin: str = f"{package.name}=={package.version}") -> LayerWriter | None:
+                if not own_from or member.stored_size < own_from:
+                    return None
+                writer = files.enter_context(LayerWriter(blobs / f"{group.name}+{len(own) + 1}.tar.gz"))
+                own.append((path, pin, writer))
+                return writer
+
+            seen.update(install_wheel(wheel, scheme, out, skip=seen.__contains__, route=route))
             source_files(wheel, scheme, stage)
-        out.add_bytes(f"{FILES_DIR}/{group.file}", plan.files[group.file], FILE_MODE)
+        out.add_bytes(f"{FILES_DIR}/{group.file}", lock_file, FILE_MODE)
+        layers = [Written(writer.close(), f"{INSTALL_STEP} {path} (a file of {pin})") for path, pin, writer in own]
     pins = " ".join(f"{p.name}=={p.version}" for p in group.packages)
     blob = out.close()
-    log(f"wrote the {group.name} layer ({blob.size / 1e6:.1f} MB) in {time.monotonic() - started:.0f} s")
-    return Written(blob, f"{INSTALL_STEP} {FILES_DIR}/{group.file} ({pins})")
+    layers.append(Written(blob, f"{INSTALL_STEP} {FILES_DIR}/{group.file} ({pins})"))
+    mine = f" and {len(own)} of its files' own ({sum(w.blob.size for w in layers[:-1]) / 1e6:.1f} MB)" if own else ""
+    log(f"wrote the {group.name} layer ({blob.size / 1e6:.1f} MB){mine} in {time.monotonic() - started:.0f} s")
+    return layers
 
 
 class _Exported:

@@ -452,18 +452,26 @@ _LAYER_PATTERN = re.compile(r"[a-z0-9*?][a-z0-9*?._-]*")
 
 def _lock_shape(src: _Source, body: dict[str, Any], start: Start) -> dict[str, Any]:
     """The framework's ``layers`` (``[{name = "cuda", packages = ["nvidia-*"]}, ...]``: names that are tokens,
-    lower-case name patterns) and ``pin_extras`` (``{"jax-cuda12-plugin" = ["with-cuda"]}``), as given or
-    defaulted; raises MatrixError naming the line otherwise."""
+    lower-case name patterns; optionally ``own_layer_mib``, a whole number of MiB from 1 to 4096) and
+    ``pin_extras`` (``{"jax-cuda12-plugin" = ["with-cuda"]}``), as given or defaulted; raises MatrixError naming
+    the line otherwise."""
     out: dict[str, Any] = {}
     if "layers" in body:
         layers = body["layers"]
         if not isinstance(layers, list) or not layers or not all(isinstance(x, dict) for x in layers):
             raise src.error("layers must be a list of {name = ..., packages = [...]} tables", "layers", start)
-        built = []
+        built, own = [], []
         for layer in layers:
-            if set(layer) != {"name", "packages"}:
-                raise src.error("each layer has exactly the keys name and packages", "layers", start)
+            if not {"name", "packages"} <= set(layer) <= {"name", "packages", "own_layer_mib"}:
+                raise src.error("each layer has the keys name and packages, and may have own_layer_mib", "layers",
+                                start)
             name = src.check(check_token, layer["name"], "layer name", "layers")
+            if "own_layer_mib" in layer:
+                mib = layer["own_layer_mib"]
+                if isinstance(mib, bool) or not isinstance(mib, int) or not 1 <= mib <= 4096:
+                    raise src.error(f"layer {name}: own_layer_mib must be a whole number of MiB from 1 to 4096, "
+                                    f"not {mib!r}", "own_layer_mib", start)
+                own.append((name, mib))
             patterns = _strings(src, layer["packages"], "layer packages", "layers")
             for pattern in patterns:
                 if not _LAYER_PATTERN.fullmatch(pattern):
@@ -473,6 +481,7 @@ def _lock_shape(src: _Source, body: dict[str, Any], start: Start) -> dict[str, A
         if len({n for n, _ in built}) != len(built):
             raise src.error("two layers share one name", "layers", start)
         out["layers"] = tuple(built)
+        out["own_layers"] = tuple(own)
     if "pin_extras" in body:
         table = body["pin_extras"]
         if not isinstance(table, dict):

@@ -212,12 +212,19 @@ class Framework:
     # The install layers of a lock, in order: (name, package name patterns); a package goes to the first layer
     # with a matching pattern, else to the last.  One layer of everything when the matrix names none.
     layers: tuple[tuple[str, tuple[str, ...]], ...] = (("packages", ("*",)),)
+    # Install layers whose big files are layers of their own in an assembled build: (layer name, MiB); a file
+    # the wheel stores in at least that many bytes gets one (the same file in two releases is the same blob)
+    own_layers: tuple[tuple[str, int], ...] = ()
     # Extras the lock asks for with a pin (jax-cuda12-plugin -> with-cuda): pin name -> extras
     pin_extras: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # Requirements every lock of the framework adds to its pins, unpinned (torch: numpy, which torch leaves
     # optional): the resolver picks their versions as of the lock's date
     lock_requires: tuple[str, ...] = ()
     lock_floors: tuple[LockFloor, ...] = ()  # the matrix's [lock] floors, set by the loader on every framework
+
+    def own_layer_bytes(self, layer: str) -> int:
+        """The stored size from which a file of install layer ``layer`` is a layer of its own; 0 for never."""
+        return next((mib << 20 for name, mib in self.own_layers if name == layer), 0)
 
     def tag_of(self, cuda: str) -> str:
         """The framework's name for a CUDA version: ``cu121`` for torch and 12.1."""

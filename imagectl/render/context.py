@@ -132,6 +132,14 @@ def lock_layers(profile: Profile, lock: Lock) -> list[tuple[str, str]]:
             for number, (name, packages) in enumerate(layers, start=1)]
 
 
+def layer_files(profile: Profile, lock: Lock) -> list[dict[str, Any]]:
+    """What the Dockerfile's comments say of each install layer: its file and from how many MiB a file of it is a
+    layer of its own in an assembled build (0: never; ``[framework] layers``' ``own_layer_mib``) (pure)."""
+    own = dict(profile.framework.own_layers)
+    return [{"file": f"lock-{number}-{name}.txt", "own_mib": own.get(name, 0)}
+            for number, (name, _) in enumerate(split_layers(lock.packages, profile.framework.layers), start=1)]
+
+
 def import_names(profile: Profile) -> list[str]:
     """The modules the in-image check imports: the framework's companions the release pins."""
     return sorted(canonical_name(name).replace("-", "_") for name, _ in profile.release.companions)
@@ -204,7 +212,7 @@ def render_context(spec: ImageSpec, config: Config, netrc_file: str = "") -> dic
         "packages": [f"{name}=={version}" for name, version in profile.packages],
         "extras": sorted(check_extra(e) for e in spec.extras),
         "lock": {
-            "layers": [{"file": name} for name, _ in lock_layers(profile, lock)],
+            "layers": layer_files(profile, lock),
             "path": LOCK_PATH,
             "constraints": CONSTRAINTS_PATH,
             "extras": EXTRAS_LOCK_FILE if spec.extras else "",

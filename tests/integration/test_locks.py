@@ -52,7 +52,10 @@ def publish_release(wheels: Path, profile: str, uploaded: datetime) -> dict[str,
     pins = shipped_pins(profile)
     facts = {"torch_version": pins["torch"], "cuda": "12.1", "cudnn": pins["nvidia-cudnn-cu12"],
              "nccl": pins["nvidia-nccl-cu12"]}
-    make_standin_framework_wheels(wheels, pins, facts, upload_time=uploaded)
+    # torch's stand-in carries two files of 8 MiB and 4 KiB, over the matrix's own_layer_mib: one kept byte for byte
+    # from release to release, one of each release's own (as libtorch_cuda_linalg.so and libtorch_cuda.so)
+    big = {"torch": 8 * 2**20 + 4096}
+    make_standin_framework_wheels(wheels, pins, facts, upload_time=uploaded, payload_bytes=big, kept_payload_bytes=big)
     return pins
 
 
@@ -242,8 +245,9 @@ def test_the_check_fails_when_an_image_differs_from_its_lock(run_cli, tmp_path, 
 
 def test_profiles_with_the_same_cuda_pins_share_the_cuda_layer(run_cli, tmp_path, release_index, mirror, registry,
                                                                docker_config, docker_client):
-    """torch 2.3.0 and 2.3.1 pin the same CUDA wheels: on one engine their images have one CUDA layer (the
-    Dockerfile up to that RUN is the same, so the second build takes it from the layer cache)."""
+    """torch 2.3.0 and 2.3.1 pin the same CUDA wheels (and their locks the same numpy, pillow, networkx, mpmath):
+    on one engine their images have one CUDA layer and one layer of those libraries (the Dockerfile up to that RUN
+    is the same, so the second build takes it from the layer cache)."""
     older, newer = shipped_pins(OLDER), shipped_pins(PROFILE)
     cuda = {n: v for n, v in newer.items() if n.startswith("nvidia-")}
     assert {n: v for n, v in older.items() if n.startswith("nvidia-")} == cuda and older["torch"] != newer["torch"]
@@ -251,20 +255,23 @@ def test_profiles_with_the_same_cuda_pins_share_the_cuda_layer(run_cli, tmp_path
     built = run_cli("build", OLDER, PROFILE)
     assert built.code == 0, built.err[-3000:]
 
-    layers, cuda_at, framework_at = {}, {}, {}
+    layers, cuda_at, libs_at, framework_at = {}, {}, {}, {}
     for name in (OLDER, PROFILE):
         config = image_config(registry, f"layers/{name}")
         layers[name] = docker_client.images.get(f"{registry.host}/layers/{name}:latest").attrs["RootFS"]["Layers"]
         assert layers[name] == config["rootfs"]["diff_ids"]
         cuda_at[name] = layers_through(config, "lock-1-cuda.txt")
-        framework_at[name] = layers_through(config, "lock-2-framework.txt")
+        libs_at[name] = layers_through(config, "lock-2-libs.txt")
+        framework_at[name] = layers_through(config, "lock-3-framework.txt")
         locked = dict(p.split("==") for p in config["config"]["Labels"]["imagectl.lock.packages"].split(","))
         assert locked["torch"] == shipped_pins(name)["torch"]
         assert {n: v for n, v in locked.items() if n.startswith("nvidia-")} == cuda
     assert cuda_at[OLDER] == cuda_at[PROFILE]
     shared = cuda_at[PROFILE]
     assert layers[OLDER][:shared] == layers[PROFILE][:shared]  # base, setup and the CUDA layer: one copy
-    assert framework_at[OLDER] == framework_at[PROFILE] > shared
+    assert libs_at[OLDER] == libs_at[PROFILE] > shared
+    assert layers[OLDER][:libs_at[PROFILE]] == layers[PROFILE][:libs_at[PROFILE]]  # and the libraries' layer
+    assert framework_at[OLDER] == framework_at[PROFILE] > libs_at[PROFILE]
     frame = framework_at[PROFILE] - 1
     assert layers[OLDER][frame] != layers[PROFILE][frame]  # torch 2.3.0 vs 2.3.1
 
@@ -272,9 +279,10 @@ def test_profiles_with_the_same_cuda_pins_share_the_cuda_layer(run_cli, tmp_path
 def test_fresh_runners_share_the_cuda_layer_upload_none_of_it_and_reproduce_an_image(
         run_cli, tmp_path, monkeypatch, release_index, mirror, registry, docker_config):
     """Two CI runners, each with empty buildah storage, build torch 2.3.0 and 2.3.1 (the same CUDA pins) into two
-    repositories of one registry: every layer up to the CUDA layer is the same blob in both images, and the second
-    runner's push, measured at the registry through a counting proxy, mounts them from the first repository and
-    sends none of their bytes.  A third runner, empty storage again, rebuilds the first image from its labels
+    repositories of one registry: every layer up to the CUDA layer and the libraries' is the same blob in both
+    images, and so is the layer of torch's big file that both releases hold byte for byte (``own_layer_mib``); the
+    second runner's push, measured at the registry through a counting proxy, mounts them from the first repository
+    and sends none of their bytes.  A third runner, empty storage again, rebuilds the first image from its labels
     (``rebuild --compare``): ``reproduced`` with its digest; once a file of the registry's image is changed, the
     rebuild names the layer and the file (exit 1).  One test: each runner's build is a full build."""
     require_binary("buildah")
@@ -302,23 +310,34 @@ def test_fresh_runners_share_the_cuda_layer_upload_none_of_it_and_reproduce_an_i
     diff_ids = {repo: config["rootfs"]["diff_ids"] for repo, config in configs.items()}
     shared = layers_through(configs[repo_b], "lock-1-cuda.txt")
     assert layers_through(configs[repo_a], "lock-1-cuda.txt") == shared
-    # base, Python, JIT packages, the CUDA lock file and the CUDA layer: one blob each, made on two runners
-    assert diff_ids[repo_a][:shared] == diff_ids[repo_b][:shared]
-    assert blobs[repo_a][:shared] == blobs[repo_b][:shared]
-    assert diff_ids[repo_a][shared] != diff_ids[repo_b][shared]  # COPY lock-2-framework.txt: torch 2.3.0 vs 2.3.1
-    # a change to the lock moves only the layers that hold it: each lock layer whose pins changed (its history names
-    # them), and the two layers imagectl writes from all of them, the .pyc files and /opt/imagectl's files
+    libs = layers_through(configs[repo_b], "lock-2-libs.txt")
+    assert layers_through(configs[repo_a], "lock-2-libs.txt") == libs == shared + 1
+    # base, Python, JIT packages, the CUDA layer and the libraries' (numpy, ...): one blob each, made on two runners
+    assert diff_ids[repo_a][:libs] == diff_ids[repo_b][:libs]
+    assert blobs[repo_a][:libs] == blobs[repo_b][:libs]
+    # then torch's two big files, each a layer of its own (own_layer_mib): the one both releases hold byte for byte is
+    # one blob in both images, the other is not
     steps = {repo: [e.get("created_by", "") for e in configs[repo]["history"] if not e.get("empty_layer")]
              for repo in (repo_a, repo_b)}
     assert len(steps[repo_a]) == len(steps[repo_b]) == len(diff_ids[repo_b])
+    site = "/opt/venv/lib/python3.11/site-packages"
+    kept, own = libs, libs + 1
+    for repo in (repo_a, repo_b):
+        assert steps[repo][kept].startswith(f"{INSTALL_STEP} {site}/torch/_kept.bin (a file of torch=="), steps[repo]
+        assert steps[repo][own].startswith(f"{INSTALL_STEP} {site}/torch/_payload.bin (a file of torch=="), steps[repo]
+    assert blobs[repo_a][kept] == blobs[repo_b][kept] and diff_ids[repo_a][kept] == diff_ids[repo_b][kept]
+    assert blobs[repo_a][own] != blobs[repo_b][own]
+    # a change to the lock moves only the layers that hold it: each lock layer whose pins changed (its history names
+    # them), and the two layers imagectl writes from all of them, the .pyc files and /opt/imagectl's files
     holds_change = {k for k, (step_a, step_b) in enumerate(zip(steps[repo_a], steps[repo_b]))
-                    if step_a != step_b or step_b.startswith((COMPILE_STEP, COPY_STEP))}
-    differs = {k for k, (a, b) in enumerate(zip(diff_ids[repo_a], diff_ids[repo_b])) if a != b}
+                    if k not in (kept, own) and (step_a != step_b or step_b.startswith((COMPILE_STEP, COPY_STEP)))}
+    differs = {k for k, (a, b) in enumerate(zip(diff_ids[repo_a], diff_ids[repo_b])) if a != b} - {own}
     assert differs == holds_change, (sorted(differs), sorted(holds_change), steps[repo_b])
-    assert [step.split(" (")[0] for step in steps[repo_b][-5:]] == [
-        f"{INSTALL_STEP} /opt/imagectl/lock-1-cuda.txt", f"{INSTALL_STEP} /opt/imagectl/lock-2-framework.txt",
-        f"{INSTALL_STEP} /opt/imagectl/lock-3-rest.txt", steps[repo_b][-2].split(" (")[0],
-        f"{COPY_STEP} /opt/imagectl"]
+    assert [step.split(" (")[0] for step in steps[repo_b][-8:]] == [
+        f"{INSTALL_STEP} /opt/imagectl/lock-1-cuda.txt", f"{INSTALL_STEP} /opt/imagectl/lock-2-libs.txt",
+        f"{INSTALL_STEP} {site}/torch/_kept.bin", f"{INSTALL_STEP} {site}/torch/_payload.bin",
+        f"{INSTALL_STEP} /opt/imagectl/lock-3-framework.txt", f"{INSTALL_STEP} /opt/imagectl/lock-4-rest.txt",
+        steps[repo_b][-2].split(" (")[0], f"{COPY_STEP} /opt/imagectl"]
     cuda = blobs[repo_b][shared - 1]
 
     exchanges, sent = proxy.exchanges(), proxy.uploaded_by_blob()
@@ -329,7 +348,8 @@ def test_fresh_runners_share_the_cuda_layer_upload_none_of_it_and_reproduce_an_i
     found = asked.index(("HEAD", f"/v2/{repo_a}/blobs/{cuda}", 200))
     mount = next(n for n, e in enumerate(exchanges) if e.method == "POST" and e.query.get("mount") == cuda)
     assert looked < found < mount and mounted[cuda] == repo_a
-    assert all(mounted.get(digest) == repo_a and digest not in sent for digest in blobs[repo_b][:shared])
+    assert all(mounted.get(digest) == repo_a and digest not in sent for digest in [*blobs[repo_b][:libs],
+                                                                                  blobs[repo_b][kept]])
     assert not [e for e in exchanges if e.method in ("PATCH", "PUT") and e.query.get("digest") == cuda]
 
     image = [manifests[repo_b].config().digest, *blobs[repo_b]]

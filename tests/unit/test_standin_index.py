@@ -411,6 +411,16 @@ def test_payload(tmp_path):
         make_wheel(tmp_path, "x", "1.0", {"x/__init__.py": ""}, payload_bytes=-1)
 
 
+def test_a_kept_payload_is_the_same_in_every_release_and_the_other_is_not(tmp_path):
+    wheels = [make_wheel(tmp_path / v, "torch", v, {"torch/__init__.py": ""}, payload_bytes=5000,
+                         kept_payload_bytes=7000) for v in ("1.0", "1.1")]
+    members = [{i.filename: (i.CRC, i.compress_size) for i in zipfile.ZipFile(w).infolist()} for w in wheels]
+    assert members[0]["torch/_kept.bin"] == members[1]["torch/_kept.bin"] and members[0]["torch/_kept.bin"][1] == 7000
+    assert members[0]["torch/_payload.bin"] != members[1]["torch/_payload.bin"]
+    with pytest.raises(ValueError):
+        make_wheel(tmp_path, "x", "1.0", {"x/_kept.bin": ""}, kept_payload_bytes=1)
+
+
 def test_a_payload_wheel_installs_and_its_record_checks_out(tmp_path):
     wheel = make_wheel(tmp_path, "heavy", "1.0", {"heavy/__init__.py": "__version__ = '1.0'\n"},
                        payload_bytes=200_000)

@@ -49,6 +49,7 @@ _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 _UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _FRAMEWORK_PACKAGES = frozenset({"torch", "torchvision", "torchaudio"})
 _PAYLOAD_NAME = "_payload.bin"
+_KEPT_NAME = "_kept.bin"
 _PAYLOAD_CHUNK = 1 << 20
 
 
@@ -132,6 +133,7 @@ def make_wheel(
     *,
     upload_time: datetime | None = None,
     payload_bytes: int = 0,
+    kept_payload_bytes: int = 0,
     tag: str = "py3-none-any",
 ) -> Path:
     """Write a pure-python wheel tagged ``tag`` (default ``py3-none-any``; ``py3-none-manylinux_2_28_aarch64``
@@ -144,8 +146,10 @@ def make_wheel(
     ``payload_bytes`` adds the member ``<package>/_payload.bin`` (``<package>``: the folder of the first path of
     ``files`` that has one, ``torch`` or ``nvidia/cudnn``; else the escaped project name) of that many
     incompressible bytes, stored uncompressed and derived from name and version only, so a stand-in can weigh
-    what the real wheel weighs. ``upload_time`` (naive means UTC) becomes the file's mtime, which the index
-    serves as the PEP 700 ``upload-time``; without it the mtime is the time of writing. The bytes of the wheel
+    what the real wheel weighs; ``kept_payload_bytes`` adds ``<package>/_kept.bin`` likewise, derived from the
+    name only: a big file every release keeps byte for byte (torch's ``libtorch_cuda_linalg.so``).
+    ``upload_time`` (naive means UTC) becomes the file's mtime, which the index serves as the PEP 700
+    ``upload-time``; without it the mtime is the time of writing. The bytes of the wheel
     depend on the arguments only (not on the clock). The file appears at once, complete, with its mtime set: it
     is written under a temporary name and renamed, so a running index never serves half a wheel.
 
@@ -154,15 +158,17 @@ def make_wheel(
             the payload's path; ``payload_bytes`` is negative.
         OSError: ``dest_dir`` cannot be created or written.
     """
-    if payload_bytes < 0:
-        raise ValueError(f"payload_bytes must not be negative: {payload_bytes}")
+    if payload_bytes < 0 or kept_payload_bytes < 0:
+        raise ValueError(f"payload sizes must not be negative: {payload_bytes}, {kept_payload_bytes}")
     dist_info = f"{_dist_stem(name, version)}.dist-info"
     entries = {path: text.encode("utf-8") for path, text in sorted(files.items())}
     for path in entries:
         _check_wheel_path(path, dist_info)
     payload = f"{_package_dir(name, entries)}/{_PAYLOAD_NAME}" if payload_bytes else None
-    if payload in entries:
-        raise ValueError(f"{payload!r} is in files and is the payload's path too")
+    kept = f"{_package_dir(name, entries)}/{_KEPT_NAME}" if kept_payload_bytes else None
+    for extra in (payload, kept):
+        if extra in entries:
+            raise ValueError(f"{extra!r} is in files and is a payload's path too")
     tail = {f"{dist_info}/METADATA": _metadata_text(name, version, requires).encode("utf-8"),
             f"{dist_info}/WHEEL": _wheel_text(tag).encode("utf-8")}
     dest = Path(dest_dir)
@@ -175,6 +181,9 @@ def make_wheel(
             for arcname, data in entries.items():
                 _write_entry(archive, arcname, data)
                 record_lines.append(f"{arcname},{_record_hash(data)},{len(data)}")
+            if kept is not None:
+                chunks = _payload_chunks(name, "kept", kept_payload_bytes)
+                record_lines.append(_write_payload(archive, kept, chunks, kept_payload_bytes))
             if payload is not None:
                 chunks = _payload_chunks(name, version, payload_bytes)
                 record_lines.append(_write_payload(archive, payload, chunks, payload_bytes))
@@ -544,6 +553,7 @@ def make_standin_framework_wheels(
     *,
     upload_time: datetime | None = None,
     payload_bytes: Mapping[str, int] | None = None,
+    kept_payload_bytes: Mapping[str, int] | None = None,
     dependencies: bool = True,
 ) -> list[Path]:
     """Write one stand-in wheel per pip name in ``pins`` at exactly the pinned version; return their paths.
@@ -559,13 +569,15 @@ def make_standin_framework_wheels(
     (their paths are not returned).
 
     ``upload_time`` applies to every wheel written (see :func:`make_wheel`); ``payload_bytes`` maps a pip name
-    to the size of the incompressible payload its wheel carries (``{"torch": 750_000_000}``).
+    to the size of the incompressible payload its wheel carries (``{"torch": 750_000_000}``), ``kept_payload_bytes``
+    to that of the one it keeps from release to release (see :func:`make_wheel`).
 
     Raises:
         ValueError: a fact is not a usable version; a payload size is negative.
         OSError: ``dest_dir`` cannot be written.
     """
     sizes = {normalize_name(name): size for name, size in (payload_bytes or {}).items()}
+    kept = {normalize_name(name): size for name, size in (kept_payload_bytes or {}).items()}
     paths = []
     for name, version in sorted(pins.items()):
         if normalize_name(name) == "torch":
@@ -573,7 +585,8 @@ def make_standin_framework_wheels(
         else:
             files = _generic_standin_files(name, version)
         paths.append(make_wheel(dest_dir, name, version, files, _standin_requires(name, pins),
-                                upload_time=upload_time, payload_bytes=sizes.get(normalize_name(name), 0)))
+                                upload_time=upload_time, payload_bytes=sizes.get(normalize_name(name), 0),
+                                kept_payload_bytes=kept.get(normalize_name(name), 0)))
     if dependencies:
         for name in _dependency_closure(pins):
             _publish_dependency(Path(dest_dir), name, STANDIN_DEPENDENCIES[name][0], upload_time)
