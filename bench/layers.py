@@ -57,6 +57,7 @@ BASE = "nvidia/cuda:12.1.1-base-ubuntu22.04"  # the base flavour of both (show -
 TARGET = 0.40
 SAME_DAY = "2024-06-12"  # B's as-of day (torch 2.3.1 uploaded 2024-06-05, plus 7 days)
 PREFIX = "imagectl-bench"
+ASSEMBLED_INSTALL = "imagectl: install"  # imagectl.images.assembled.INSTALL_STEP (not imported: the bench starts fast)
 
 # The wheels a cp311 manylinux_2_28 x86_64 install of each locked version takes (pip's tag order), as PyPI lists them:
 # https://pypi.org/simple/<name>/ with Accept: application/vnd.pypi.simple.v1+json (PEP 691), the file's `size` and
@@ -230,6 +231,9 @@ def build(project: Path, profile: str, flags: tuple[str, ...], env: dict[str, st
 def _layer_name(created_by: str) -> str:
     """A short name of the instruction that made a layer (``RUN pip install lock-1-cuda.txt``)."""
     text = " ".join(created_by.replace("/bin/sh -c ", "").replace("#(nop) ", "").split())
+    if text.startswith(ASSEMBLED_INSTALL):  # an assembled layer: its lock file, or one file of a wheel (own_layer_mib)
+        path, _, pins = text.removeprefix(ASSEMBLED_INSTALL).strip().partition(" ")
+        return f"{ASSEMBLED_INSTALL} {path.split('/site-packages/')[-1].rsplit('/', 1)[-1]} {pins}"[:120]
     if "pip install" in text:
         return "RUN pip install " + " ".join(p.rsplit("/", 1)[-1] for p in text.split() if "/lock-" in p)
     if text.startswith("COPY ") and " in " in text:
@@ -253,7 +257,8 @@ def pushed_image(host: str, repository: str, base_layers: int) -> Image:
     for number, desc in enumerate(manifest.layers()):
         made = history[number] if number < len(history) else ""
         what = "base" if number < base_layers else _layer_name(made)
-        layers.append(Layer(desc.digest, desc.size, what, number >= base_layers and "pip install" in made))
+        lock = "pip install" in made or made.startswith(ASSEMBLED_INSTALL)
+        layers.append(Layer(desc.digest, desc.size, what, number >= base_layers and lock))
     labels = (config.get("config") or {}).get("Labels") or {}
     packages = dict(p.split("==", 1) for p in labels.get("imagectl.lock.packages", "").split(",") if "==" in p)
     return Image(layers, packages)

@@ -424,17 +424,17 @@ def pull_verdict(upgrade: Upgrade | None, real: bool, scale: int) -> bool | None
     if upgrade is None:
         return None
     m = upgrade.moved
-    print(f"upgrade: B's layers {mb(m.total).strip()} MB, of which not in A {mb(m.new).strip()} MB: {m.fraction:.0%} "
+    print(f"upgrade: B's layers {mb(m.total).strip()} MB, of which not in A {mb(m.new).strip()} MB: {m.fraction:.1%} "
           f"pulled; B pushed {mb(upgrade.b.pushed).strip()} MB")
     fraction = m.fraction if real else m.fraction_real
     if not real:
         print(f"  at real wheel size (the lock layers' bytes times {scale}): {mb(m.new_real).strip()} of "
-              f"{mb(m.total_real).strip()} MB: {m.fraction_real:.0%}")
+              f"{mb(m.total_real).strip()} MB: {m.fraction_real:.1%}")
     print("B's layers (new: digest not in A's manifest):")
     print("\n".join(upgrade.lines))
     met = fraction <= PULL_TARGET
     print(f"target 2: a node moving from torch 2.3.0 to 2.3.1 (fresh runners) pulls at most {PULL_TARGET:.0%}: "
-          f"{fraction:.0%}: {'target met' if met else 'NOT met'}"
+          f"{fraction:.1%}: {'target met' if met else 'NOT met'}"
           + ("" if real else " (stand-in figures at real wheel size: the target is defined on the real image)"))
     return met
 
