@@ -270,6 +270,8 @@ class Moved:
     new: int
     total_real: int
     new_real: int
+    chain: int = 0  # a store keyed by the chain (Docker's graph drivers): every layer from the first new one up
+    chain_real: int = 0
 
     @property
     def fraction(self) -> float:
@@ -284,8 +286,11 @@ def moved(a: Image, b: Image, scale: int) -> Moved:
     have = {layer.digest for layer in a.layers}
     real = {layer.digest: layer.size * (scale if layer.lock else 1) for layer in b.layers}
     fresh = [layer for layer in b.layers if layer.digest not in have]
+    first = next((n for n, layer in enumerate(b.layers) if layer.digest not in have), len(b.layers))
+    above = b.layers[first:]
     return Moved(sum(layer.size for layer in b.layers), sum(layer.size for layer in fresh),
-                 sum(real.values()), sum(real[layer.digest] for layer in fresh))
+                 sum(real.values()), sum(real[layer.digest] for layer in fresh),
+                 sum(layer.size for layer in above), sum(real[layer.digest] for layer in above))
 
 
 def changed_by_layer(a: Image, b: Image) -> dict[str, list[str]]:

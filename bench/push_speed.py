@@ -21,7 +21,9 @@ Rows (``--rows`` picks them; each one starts from a fresh state and pushes to a 
 - ``upgrade``: ``imagectl build torch-2.3.0-cu121-py3.11`` (A) with buildah in empty storage, the storage
   deleted, then ``imagectl build torch-2.3-cu121-py3.11`` (B, torch 2.3.1) in another empty storage, both to one
   registry (one namespace, gzip).  The pull fraction is the compressed bytes of B's layers whose digests A's
-  manifest lacks, over all of B's layers (both manifests read from the registry): what a node holding A pulls.
+  manifest lacks, over all of B's layers (both manifests read from the registry): what a node holding A pulls
+  where blobs are kept by digest; printed too, what a store keyed by each layer's chain pulls (every layer from the
+  first one A lacks up).
 
 Fresh state, per row: a new loopback registry (the stand-in base pushed to it as the ``docker.io`` mirror), a new
 ``XDG_CACHE_HOME`` (imagectl's build-time lock cache and uv's cache) and ``TMPDIR`` (buildah's cache mounts, the
@@ -430,6 +432,10 @@ def pull_verdict(upgrade: Upgrade | None, real: bool, scale: int) -> bool | None
     if not real:
         print(f"  at real wheel size (the lock layers' bytes times {scale}): {mb(m.new_real).strip()} of "
               f"{mb(m.total_real).strip()} MB: {m.fraction_real:.1%}")
+    chain, of = (m.chain, m.total) if real else (m.chain_real, m.total_real)
+    print(f"  a store that keys layers by their chain (Docker's graph drivers) pulls every layer from the first new "
+          f"one up: {mb(chain).strip()} of {mb(of).strip()} MB: {chain / of:.1%}"
+          + ("" if real else " (at real wheel size)"))
     print("B's layers (new: digest not in A's manifest):")
     print("\n".join(upgrade.lines))
     met = fraction <= PULL_TARGET
