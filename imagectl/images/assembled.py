@@ -292,13 +292,18 @@ def group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, lock
     """The layers of one install layer: its wheels (``wheels``: canonical name -> file; in the lock's order) and
     its lock file (``lock_file``'s bytes) in one, their ``.py`` files staged under ``stage``; with ``own_from``,
     each file a wheel stores in at least that many bytes in a layer of its own before it (``[framework] layers``'
-    ``own_layer_mib``), in the wheels' order.  Any but the ``first`` install layer is written at a lower priority:
-    the first one is staged first, the moment the system image is built, and the rest wait for it there anyway."""
+    ``own_layer_mib``), the smallest first (then by path).  That order is for stores that key a layer by its whole
+    chain (Docker's graph drivers), which pull every layer above the first one they lack: a framework's biggest
+    files are its own compiled code, which every release changes (torch's ``libtorch_cuda.so``, triton's
+    ``libtriton.so``), while the smaller ones are vendored tools and libraries that releases keep (``ptxas``,
+    ``nvdisasm``, ``libcusparseLt``); see ``matrices/torch.toml``.  Any but the ``first`` install layer is written at
+    a lower priority: the first one is staged first, the moment the system image is built, and the rest wait for it
+    there anyway."""
     if not first:
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
     started, seen = time.monotonic(), set[str]()
-    own: list[tuple[str, str, LayerWriter]] = []  # (path, package==version, its layer's writer)
+    own: list[tuple[int, str, str, LayerWriter]] = []  # (stored size, path, package==version, its layer's writer)
     with contextlib.ExitStack() as files, LayerWriter(blobs / f"{group.name}.tar.gz") as out:
         for package in group.packages:
             wheel = read_wheel(wheels[canonicalize_name(package.name)])
@@ -307,13 +312,14 @@ def group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, lock
                 if not own_from or member.stored_size < own_from:
                     return None
                 writer = files.enter_context(LayerWriter(blobs / f"{group.name}+{len(own) + 1}.tar.gz"))
-                own.append((path, pin, writer))
+                own.append((member.stored_size, path, pin, writer))
                 return writer
 
             seen.update(install_wheel(wheel, scheme, out, skip=seen.__contains__, route=route))
             source_files(wheel, scheme, stage)
         out.add_bytes(f"{FILES_DIR}/{group.file}", lock_file, FILE_MODE)
-        layers = [Written(writer.close(), f"{INSTALL_STEP} {path} (a file of {pin})") for path, pin, writer in own]
+        layers = [Written(writer.close(), f"{INSTALL_STEP} {path} (a file of {pin})")
+                  for _, path, pin, writer in sorted(own, key=lambda o: o[:2])]
     pins = " ".join(f"{p.name}=={p.version}" for p in group.packages)
     blob = out.close()
     layers.append(Written(blob, f"{INSTALL_STEP} {FILES_DIR}/{group.file} ({pins})"))

@@ -50,18 +50,18 @@ def write(tmp_path: Path, version: str, own_from: int, lines: list[str] | None =
                        (lines if lines is not None else []).append, first=True, own_from=own_from)
 
 
-def test_each_big_file_is_a_layer_of_its_own_before_the_rest(tmp_path):
+def test_each_big_file_is_a_layer_of_its_own_the_smallest_first_before_the_rest(tmp_path):
     lines: list[str] = []
     layers = write(tmp_path, "1.0", MIB, lines)
-    assert [w.created_by for w in layers] == [
-        f"{INSTALL_STEP} {SITE}/demo_pkg/lib/libsame.so (a file of demo-pkg==1.0)",
+    assert [w.created_by for w in layers] == [  # libmine.so (1.5 MiB) before libsame.so (2 MiB), as the wheel has not
         f"{INSTALL_STEP} {SITE}/demo_pkg/lib/libmine.so (a file of demo-pkg==1.0)",
+        f"{INSTALL_STEP} {SITE}/demo_pkg/lib/libsame.so (a file of demo-pkg==1.0)",
         f"{INSTALL_STEP} /opt/imagectl/lock-2-framework.txt (demo-pkg==1.0)"]
     own = [layer_files(w.blob.path) for w in layers[:2]]
-    assert [sorted(files) for files in own] == [[f"{SITE}/demo_pkg/lib/libsame.so"],
-                                                [f"{SITE}/demo_pkg/lib/libmine.so"]]
-    assert own[0][f"{SITE}/demo_pkg/lib/libsame.so"] == (SAME, 0o755)
-    with tarfile.open(layers[0].blob.path, "r:gz") as tar:  # its folders come with it, as in any layer
+    assert [sorted(files) for files in own] == [[f"{SITE}/demo_pkg/lib/libmine.so"],
+                                                [f"{SITE}/demo_pkg/lib/libsame.so"]]
+    assert own[1][f"{SITE}/demo_pkg/lib/libsame.so"] == (SAME, 0o755)
+    with tarfile.open(layers[1].blob.path, "r:gz") as tar:  # its folders come with it, as in any layer
         assert {i.name for i in tar.getmembers() if i.isdir()} >= {"opt", "opt/venv", SITE.lstrip("/") + "/demo_pkg"}
     rest = layer_files(layers[-1].blob.path)
     assert f"{SITE}/demo_pkg/lib/small.so" in rest and f"{SITE}/demo_pkg/lib/libsame.so" not in rest
@@ -83,8 +83,8 @@ def test_the_layers_hold_the_files_and_record_of_the_layer_written_whole(tmp_pat
 
 def test_a_big_file_a_new_release_keeps_is_the_same_blob_and_the_rest_is_not(tmp_path):
     old, new = write(tmp_path, "1.0", MIB), write(tmp_path, "1.1", MIB)
-    assert old[0].blob.digest == new[0].blob.digest and old[0].blob.diff_id == new[0].blob.diff_id  # libsame.so
-    assert old[1].blob.digest != new[1].blob.digest  # libmine.so
+    assert old[1].blob.digest == new[1].blob.digest and old[1].blob.diff_id == new[1].blob.diff_id  # libsame.so
+    assert old[0].blob.digest != new[0].blob.digest  # libmine.so
     assert old[2].blob.digest != new[2].blob.digest  # the rest: METADATA, RECORD, the lock file
     again = write(tmp_path, "1.1", 3 * MIB)  # over every file's stored size: no layer of its own
     assert [w.created_by for w in again] == [f"{INSTALL_STEP} /opt/imagectl/lock-2-framework.txt (demo-pkg==1.1)"]
@@ -105,3 +105,16 @@ def test_an_own_layer_size_that_is_not_a_whole_number_of_mib_is_refused(tmp_path
     line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if "own_layer_mib = " in text)
     with pytest.raises(MatrixError, match=rf"torch\.toml:{line}: layer framework: own_layer_mib must be a whole "):
         load_matrix([folder])
+
+
+def test_files_of_one_size_are_layered_by_path(tmp_path):
+    data = hashlib.shake_256(b"equal").digest(MIB + 1)
+    files = {**FILES, "demo_pkg/lib/zz.so": (data, 0o644), "demo_pkg/lib/aa.so": (data, 0o644)}
+    wheel = make_wheel(tmp_path, files)
+    group = LayerGroup("framework", "lock-2-framework.txt", (LockedPackage("demo-pkg", "1.0", ()),))
+    (tmp_path / "blobs").mkdir()
+    (tmp_path / "stage").mkdir()
+    layers = group_layer(group, {"demo-pkg": wheel}, SCHEME, b"", tmp_path / "blobs", tmp_path / "stage",
+                         [].append, first=True, own_from=MIB)
+    assert [w.created_by.split(" (")[0].rsplit("/", 1)[-1] for w in layers[:2]] == ["aa.so", "zz.so"]
+    assert layers[0].blob.digest != layers[1].blob.digest  # another path: another layer, though the bytes are one
