@@ -304,14 +304,15 @@ def group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, lock
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
     started, seen = time.monotonic(), set[str]()
     own: list[tuple[int, str, str, LayerWriter]] = []  # (stored size, path, package==version, its layer's writer)
-    with contextlib.ExitStack() as files, LayerWriter(blobs / f"{group.name}.tar.gz") as out:
+    stem = Path(group.file).stem  # lock-2-framework: no name of the other layers' blobs (pyc, files, whiteouts)
+    with contextlib.ExitStack() as files, LayerWriter(blobs / f"{stem}.tar.gz") as out:
         for package in group.packages:
             wheel = read_wheel(wheels[canonicalize_name(package.name)])
 
             def route(path: str, member: Member, pin: str = f"{package.name}=={package.version}") -> LayerWriter | None:
                 if not own_from or member.stored_size < own_from:
                     return None
-                writer = files.enter_context(LayerWriter(blobs / f"{group.name}+{len(own) + 1}.tar.gz"))
+                writer = files.enter_context(LayerWriter(blobs / f"{stem}+{len(own) + 1}.tar.gz"))
                 own.append((member.stored_size, path, pin, writer))
                 return writer
 

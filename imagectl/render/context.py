@@ -125,10 +125,15 @@ def jit_packages(profile: Profile) -> list[str]:
     return sorted({check_deb_package(p.format(python=profile.python), "jit_packages") for p in patterns})
 
 
+def layer_file(number: int, name: str) -> str:
+    """The file of install layer ``name``, the ``number``-th from 1, in the context and in ``/opt/imagectl``."""
+    return f"lock-{number}-{name}.txt"
+
+
 def lock_layers(profile: Profile, lock: Lock) -> list[tuple[str, str]]:
     """``(file name in the context, requirement lines)`` of each install layer of ``lock`` (pure)."""
     layers = split_layers(lock.packages, profile.framework.layers)
-    return [(f"lock-{number}-{name}.txt", requirement_lines(packages))
+    return [(layer_file(number, name), requirement_lines(packages))
             for number, (name, packages) in enumerate(layers, start=1)]
 
 
@@ -136,7 +141,7 @@ def layer_files(profile: Profile, lock: Lock) -> list[dict[str, Any]]:
     """What the Dockerfile's comments say of each install layer: its file and from how many MiB a file of it is a
     layer of its own in an assembled build (0: never; ``[framework] layers``' ``own_layer_mib``) (pure)."""
     own = dict(profile.framework.own_layers)
-    return [{"file": f"lock-{number}-{name}.txt", "own_mib": own.get(name, 0)}
+    return [{"file": layer_file(number, name), "own_mib": own.get(name, 0)}
             for number, (name, _) in enumerate(split_layers(lock.packages, profile.framework.layers), start=1)]
 
 

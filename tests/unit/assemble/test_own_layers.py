@@ -67,6 +67,9 @@ def test_each_big_file_is_a_layer_of_its_own_the_smallest_first_before_the_rest(
     assert f"{SITE}/demo_pkg/lib/small.so" in rest and f"{SITE}/demo_pkg/lib/libsame.so" not in rest
     assert rest["/opt/imagectl/lock-2-framework.txt"] == (b"demo-pkg==1.0\n", 0o644)
     assert "wrote the framework layer" in lines[0] and "and 2 of its files' own" in lines[0]
+    # blobs named by the lock file: a layer the matrix calls "pyc" or "files" cannot take the .pyc layer's file
+    assert [w.blob.path.name for w in layers] == ["lock-2-framework+2.tar.gz", "lock-2-framework+1.tar.gz",
+                                                  "lock-2-framework.tar.gz"]
 
 
 def test_the_layers_hold_the_files_and_record_of_the_layer_written_whole(tmp_path):
