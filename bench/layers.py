@@ -14,7 +14,8 @@ wheel's size (:data:`PYPI_WHEELS`); so the build-time locks are PyPI's locks (as
 Bytes moved: the compressed layers of B's pushed manifest whose digests A's manifest lacks, over all of B's
 layers: what ``docker pull B`` downloads on a node that has A.  Variants, each its own registry namespace:
 
-- ``layered``: the shipped templates (``lock-1-cuda``, ``lock-2-framework``, ``lock-3-rest``); the target row.
+- ``layered``: the shipped templates (``lock-1-cuda``, ``lock-2-libs``, ``lock-3-framework``, ``lock-4-rest``);
+  the target row.
 - ``single layer``: the same locks with every layer file installed by ONE ``RUN pip install`` (an override of
   ``partials/install-lock.j2`` through ``[paths] templates``): the way before the split, the baseline.
 - ``layered, same day``: both locked as of B's day (``[lock] as_of``), so that only the packages that the

@@ -304,7 +304,7 @@ def group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, lock
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
     started, seen = time.monotonic(), set[str]()
     own: list[tuple[int, str, str, LayerWriter]] = []  # (stored size, path, package==version, its layer's writer)
-    stem = Path(group.file).stem  # lock-2-framework: no name of the other layers' blobs (pyc, files, whiteouts)
+    stem = Path(group.file).stem  # lock-3-framework: no name of the other layers' blobs (pyc, files, whiteouts)
     with contextlib.ExitStack() as files, LayerWriter(blobs / f"{stem}.tar.gz") as out:
         for package in group.packages:
             wheel = read_wheel(wheels[canonicalize_name(package.name)])
