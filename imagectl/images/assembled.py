@@ -283,7 +283,7 @@ def _lock_layers(plan: Plan, config: Config, log: LineSink, groups: Sequence[Lay
         wheels = fetch_wheels(group.packages, header.index, plan.request.profile.python, header.platform,
                               cache_dir() / "wheels", ca_bundle=config.ca_bundle, on_line=log)
         futures.append(writers.submit(group_layer, group, wheels, scheme, plan.files[group.file], blobs, stage, log,
-                                      first=n == 0, own_from=framework.own_layer_bytes(group.name)))
+                                      first=n == 0, own_from=framework.own_layer_mib(group.name) << 20))
     return futures
 
 

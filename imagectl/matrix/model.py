@@ -222,9 +222,9 @@ class Framework:
     lock_requires: tuple[str, ...] = ()
     lock_floors: tuple[LockFloor, ...] = ()  # the matrix's [lock] floors, set by the loader on every framework
 
-    def own_layer_bytes(self, layer: str) -> int:
-        """The stored size from which a file of install layer ``layer`` is a layer of its own; 0 for never."""
-        return next((mib << 20 for name, mib in self.own_layers if name == layer), 0)
+    def own_layer_mib(self, layer: str) -> int:
+        """The stored size in MiB from which a file of install layer ``layer`` is a layer of its own; 0 for never."""
+        return dict(self.own_layers).get(layer, 0)
 
     def tag_of(self, cuda: str) -> str:
         """The framework's name for a CUDA version: ``cu121`` for torch and 12.1."""

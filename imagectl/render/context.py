@@ -140,8 +140,7 @@ def lock_layers(profile: Profile, lock: Lock) -> list[tuple[str, str]]:
 def layer_files(profile: Profile, lock: Lock) -> list[dict[str, Any]]:
     """What the Dockerfile's comments say of each install layer: its file and from how many MiB a file of it is a
     layer of its own in an assembled build (0: never; ``[framework] layers``' ``own_layer_mib``) (pure)."""
-    own = dict(profile.framework.own_layers)
-    return [{"file": layer_file(number, name), "own_mib": own.get(name, 0)}
+    return [{"file": layer_file(number, name), "own_mib": profile.framework.own_layer_mib(name)}
             for number, (name, _) in enumerate(split_layers(lock.packages, profile.framework.layers), start=1)]
 
 
