@@ -19,6 +19,7 @@ from .table import format_table
 from .verify_views import COLUMNS, finding_rows, junit_cases, report_json, summary
 
 if TYPE_CHECKING:
+    from ..upstream.sync import SyncReport
     from .workspace import Workspace
 
 
@@ -95,24 +96,36 @@ def cmd_verify(  # noqa: PLR0913 - click passes one parameter per option
 @click.option("--check", is_flag=True, help="Exit 1 when there is something to propose (for a scheduled CI job).")
 @click.pass_context
 def cmd_sync(ctx: click.Context, *, index: str | None, framework: str | None, output: str | None, check: bool) -> int:
-    """Propose [[release]] entries for upstream releases the matrix lacks (for review; edits nothing)."""
+    """Propose [[release]] entries for upstream releases the matrix lacks, and companions released since for
+    releases it has (for review; edits nothing)."""
     from ..pypi.transport import index_settings  # here: reading an index loads requests
     from ..upstream.sync import render_proposals, sync_matrix
 
     ws = workspace(ctx)
     target = _output_path(output, ws) if output else None
-    proposals, indexes = sync_matrix(ws.matrix, framework, _check_index(index),
-                                     settings=index_settings(ws.config.pip_timeout))
-    text = render_proposals(proposals, indexes)
+    report = sync_matrix(ws.matrix, framework, _check_index(index), settings=index_settings(ws.config.pip_timeout))
+    text = render_proposals(report.proposals, report.indexes, report.updates)
     if target is not None:
         _write(target, text.encode("utf-8"))
     elif text:
         click.echo(text, nl=False)
-    names = ", ".join(f"{p.framework} {p.version}" for p in proposals)
-    current = f"; the matrix is current with {', '.join(sorted(set(indexes.values())))}"
-    detail = f": {names}" if names else current
-    click.echo(f"{len(proposals)} releases proposed" + detail, err=True)
-    return 1 if check and proposals else 0
+    for line in report.notices:
+        click.echo(f"note: {line}", err=True)
+    click.echo(_sync_summary(report), err=True)
+    return 1 if check and report.pending else 0
+
+
+def _sync_summary(report: "SyncReport") -> str:
+    """``N releases proposed: torch 2.15.0`` (or that the matrix is current), and the releases given companions."""
+    names = ", ".join(f"{p.framework} {p.version}" for p in report.proposals)
+    if report.pending:
+        line = f"{len(report.proposals)} releases proposed" + (f": {names}" if names else "")
+    else:
+        line = f"0 releases proposed; the matrix is current with {', '.join(sorted(set(report.indexes.values())))}"
+    if report.updates:
+        line += (f"; companions for {len(report.updates)} releases in the matrix: "
+                 + ", ".join(f"{u.framework} {u.version}" for u in report.updates))
+    return line
 
 
 def _write(path: Path, data: bytes) -> None:

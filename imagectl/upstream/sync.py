@@ -5,17 +5,25 @@ matrix's: a newer patch of a minor line the matrix has, and the newest patch of 
 the matrix's newest, are proposed (pre-releases, local-version builds and fully yanked releases are left
 out; a line older than the matrix's newest that the matrix skips is taken as deliberate).  For each, the
 core metadata of the default wheel is read (never the wheel) and becomes a ``[[release]]`` block in the
-schema of ``matrices/*.toml``: the Pythons of its Linux x86_64 wheels, companions whose metadata requires
-exactly that release, and one ``pypi = true`` variant whose ``cuda`` is MAJOR.MINOR of the CUDA runtime
-pin, with cuDNN, NCCL and every ``==`` pin.  Each block says where it came from; what could not be
-derived is a ``TODO`` comment.  The blocks are text for review: nothing edits the shipped matrix.
+schema of ``matrices/*.toml``: the Pythons of its Linux x86_64 wheels, companions whose metadata pins or
+admits that release (:mod:`.companions`), and one ``pypi = true`` variant whose ``cuda`` is MAJOR.MINOR of
+the CUDA runtime pin, with cuDNN, NCCL and every ``==`` pin.  Each block says where it came from; what could
+not be derived is a ``TODO`` comment.
+
+A release the matrix already has is not done with: companions often come out after the framework (or state
+only a floor), so each matrix release that lacks one of the framework's companions is looked up again, and a
+companion found since is proposed as a ``companions = {...}`` line for that release.  Packages released in
+lockstep with the framework (:mod:`.lockstep`: jax's jaxlib, plugins and pjrt) are checked both ways: a
+proposed release that pins one at a version the index lacks is not proposed, and a lockstep release without
+its framework release (``jax-cuda13-plugin 0.12.1`` without ``jax 0.12.1``) is a notice, one line each.
+The blocks are text for review: nothing edits the shipped matrix.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import requests
 from packaging.utils import canonicalize_name
@@ -25,6 +33,7 @@ from ..grammar import major_minor
 from ..errors import InputError, PackageIndexError
 from ..matrix.model import Framework, Matrix, Release
 from ..pypi import DEFAULT_SETTINGS, DistFile, IndexSettings, new_session
+from .companions import CompanionMatch, find_companion, published_versions
 from .index_builds import (
     ReleaseKey,
     IndexBuild,
@@ -33,12 +42,10 @@ from .index_builds import (
     exact_version,
     find_build,
     requirements_on,
-    wheel_candidates,
-    yanked_reason,
 )
+from .lockstep import lockstep_packages, orphans, unpublished_pins
 from .verify import field_requirement
 
-MAX_COMPANION_READS = 40  # companion releases whose metadata is read while looking for one release's match
 GPU_STACK = re.compile(r"^(nvidia-|cuda-|triton$)")  # loose requirements worth a comment in a proposal
 
 
@@ -61,6 +68,35 @@ class Proposal:
     source: str  # "<index URL> <wheel filename> metadata"
     newer_than: str | None  # the matrix's newest patch of this minor line, None for a new line
     other_cuda: tuple[str, ...] = ()  # for a newer patch: CUDA versions of the line's non-PyPI variants
+    notes: tuple[str, ...] = ()  # comments: how a companion that is not an == pin was matched
+
+
+@dataclass(frozen=True)
+class CompanionUpdate:
+    """Companions found for a release the matrix already has, which lacks them."""
+
+    framework: str
+    version: str
+    known: tuple[tuple[str, str], ...]  # the release's companions in the matrix
+    found: tuple[CompanionMatch, ...]
+    source: str  # the index read
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """What ``matrix sync`` found: new releases, companions for releases the matrix has, one-line notices
+    (lockstep releases without their framework release, releases not proposed because they are broken), and
+    the index each framework was read from."""
+
+    proposals: tuple[Proposal, ...] = ()
+    updates: tuple[CompanionUpdate, ...] = ()
+    notices: tuple[str, ...] = ()
+    indexes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pending(self) -> bool:
+        """Whether there is anything to propose (``--check`` exits 1)."""
+        return bool(self.proposals or self.updates)
 
 
 @dataclass(frozen=True)
@@ -73,6 +109,7 @@ class ProposalInputs:
     newer_than: str | None = None
     companions: tuple[tuple[str, str], ...] = ()
     todo: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 # --- pure ---------------------------------------------------------------------------------------
@@ -133,6 +170,7 @@ def propose(matrix: Matrix, fw: Framework, build: IndexBuild, inputs: ProposalIn
         cuda=cuda, cuda_from=cuda_from, cuda_declared=cuda in matrix.cuda, cudnn=fields["cudnn"], nccl=fields["nccl"],
         pins=pins, loose=loose, source=f"{build.source} {build.filename} metadata", newer_than=newer_than,
         other_cuda=tuple(v.cuda for v in previous.variants if not v.pypi) if previous and newer_than else (),
+        notes=inputs.notes,
     )
 
 
@@ -161,7 +199,7 @@ def render_proposal(proposal: Proposal) -> str:
     else:
         why = "a minor line the matrix lacks"
     pythons = ", ".join(_toml_string(p) for p in proposal.python)
-    companions_note = "   # each matched by an exact pin in the metadata" if proposal.companions else ""
+    companions_note = "   # each pins or admits this release in its metadata" if proposal.companions else ""
     lines = [f"# --- {proposal.framework} {proposal.version} ({why}) ---", "[[release]]",
              f"version = {_toml_string(proposal.version)}",
              f"python = [{pythons}]   # CPython ABIs of its Linux x86_64 wheels (free-threaded left out)",
@@ -169,6 +207,7 @@ def render_proposal(proposal: Proposal) -> str:
     if not proposal.python:
         lines.append("# TODO python: its wheels are not CPython-specific; list the Pythons it supports")
     lines += [f"# TODO {line}" for line in proposal.todo]
+    lines += [f"# note: {line}" for line in proposal.notes]
     lines += ["", "  [[release.variant]]", f"  # source: {proposal.source}"]
     if proposal.cuda is None:
         cuda_from = f" ({proposal.cuda_from})" if proposal.cuda_from else ""
@@ -191,15 +230,32 @@ def render_proposal(proposal: Proposal) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_proposals(proposals: Sequence[Proposal], index_of: dict[str, str]) -> str:
-    """The whole proposal document: a header per framework, then its blocks, newest first."""
-    if not proposals:
+def render_update(update: CompanionUpdate) -> str:
+    """Companions for a release the matrix has, as comments (the document stays TOML): the line to set in
+    that release's ``[[release]]`` and how each companion was matched."""
+    merged = dict(update.known)
+    merged.update({m.name: m.version for m in update.found})
+    lines = [f"# --- {update.framework} {update.version} (in the matrix; companions released for it since) ---",
+             f"# in its [[release]], set: companions = {_inline(tuple(merged.items()))}"]
+    for match in update.found:
+        how = "pins it exactly" if match.relation == "pins" else "admits it (not an == pin)"
+        lines.append(f"#   {match.name} {match.version}: requires {match.requirement}, {how};"
+                     f" source: {update.source} {match.name} {match.version} metadata")
+    return "\n".join(lines) + "\n"
+
+
+def render_proposals(proposals: Sequence[Proposal], index_of: dict[str, str],
+                     updates: Sequence[CompanionUpdate] = ()) -> str:
+    """The whole proposal document: a header per framework, then its new releases, newest first, then the
+    companions found for releases it has."""
+    if not proposals and not updates:
         return ""
     parts = ["# Proposed by `imagectl matrix sync`: review each block,"
              " then move it into the framework's matrix file.\n"]
-    for name in dict.fromkeys(p.framework for p in proposals):
+    for name in dict.fromkeys([*(p.framework for p in proposals), *(u.framework for u in updates)]):
         parts.append(f"\n# ===== {name}: releases on {index_of.get(name, '?')} that the matrix lacks =====\n")
         parts += ["\n" + render_proposal(p) for p in proposals if p.framework == name]
+        parts += ["\n" + render_update(u) for u in updates if u.framework == name]
     return "".join(parts)
 
 
@@ -208,26 +264,89 @@ def render_proposals(proposals: Sequence[Proposal], index_of: dict[str, str]) ->
 
 def published(builds: Mapping[ReleaseKey, Sequence[DistFile]]) -> list[Version]:
     """The unlabelled releases with a usable wheel that are not entirely yanked."""
-    return [version for (version, label), files in builds.items()
-            if not label and wheel_candidates(files) and yanked_reason(files) is None]
+    return published_versions(dict(builds))
 
 
-def sync_framework(matrix: Matrix, fw: Framework, reader: IndexReader) -> list[Proposal]:
-    """Proposals for ``fw`` from the reader's index, newest first.
+def sync_framework(matrix: Matrix, fw: Framework, reader: IndexReader) -> SyncReport:
+    """Proposals for ``fw`` from the reader's index (newest first), companions for the releases it has, and
+    notices.  A release whose lockstep pins the index does not publish is a notice, not a proposal.
 
     Raises:
         PackageIndexError: the framework's project page, or a proposed release's metadata, cannot be read.
     """
     builds = reader.project(fw.package)
-    proposals = []
+    lockstep = lockstep_packages(fw)
+    lockstep_published = _published_of(lockstep, reader)
+    proposals, notices = [], []
     for version, newer_than in missing_releases((r.version for r in fw.releases), published(builds)):
         files = find_build(builds, str(version), "", plain_ok=True)
         build = reader.read(fw.package, (version, ""), files)
         previous = _previous(fw, version)
-        companions, todo = _companions(fw, build, previous, reader)
-        inputs = ProposalInputs(previous, newer_than, tuple(companions), tuple(todo))
-        proposals.append(propose(matrix, fw, build, inputs))
-    return proposals
+        companions, todo, notes = _companions(fw, build, previous, reader)
+        inputs = ProposalInputs(previous, newer_than, tuple(companions), tuple(todo), tuple(notes))
+        proposal = propose(matrix, fw, build, inputs)
+        missing = unpublished_pins(proposal.version, [*proposal.pins, *proposal.companions], lockstep,
+                                   {**lockstep_published, **_published_of(_own_pins(proposal), reader)})
+        if missing:
+            notices.append(f"{fw.name} {proposal.version} not proposed: it pins {', '.join(missing)},"
+                           " which the index does not publish")
+            continue
+        proposals.append(proposal)
+    notices += orphans(fw, published(builds), lockstep_published)
+    updates = companion_updates(fw, reader)
+    return SyncReport(tuple(proposals), tuple(updates), tuple(notices))
+
+
+def _own_pins(proposal: Proposal) -> list[str]:
+    """The packages a proposal pins at its own version (``jaxlib==0.12.1`` for jax 0.12.1)."""
+    own = Version(proposal.version)
+    return [name for name, pin in [*proposal.pins, *proposal.companions] if _is_version(pin, own)]
+
+
+def _is_version(text: str, version: Version) -> bool:
+    try:
+        return Version(text) == version
+    except ValueError:
+        return False
+
+
+def _published_of(names: Sequence[str], reader: IndexReader) -> dict[str, list[Version]]:
+    """The published releases of each of ``names`` on the reader's index; a project the index cannot list is
+    left out (nothing is claimed about it)."""
+    found: dict[str, list[Version]] = {}
+    for name in names:
+        try:
+            found[name] = published(reader.project(name))
+        except PackageIndexError:
+            continue
+    return found
+
+
+def companion_updates(fw: Framework, reader: IndexReader) -> list[CompanionUpdate]:
+    """For each release in the matrix that lacks one of the framework's companions, the companions the index
+    has for it now (newest release first); releases for which none is found are left out."""
+    updates = []
+    for release in sorted(fw.releases, key=lambda r: Version(r.version), reverse=True):
+        have = dict(release.companions)
+        since = _companion_floor(fw, release)
+        found = []
+        for name in (n for n in fw.companions if n not in have):
+            match, _ = find_companion(fw.package, name, release.version, since.get(name), reader)
+            if match is not None:
+                found.append(match)
+        if found:
+            updates.append(CompanionUpdate(fw.name, release.version, release.companions, tuple(found), reader.index))
+    return updates
+
+
+def _companion_floor(fw: Framework, release: Release) -> dict[str, str]:
+    """Each companion's version in the matrix's newest release older than ``release`` that lists it: a
+    companion released for ``release`` since is newer than that."""
+    floors: dict[str, str] = {}
+    for older in sorted(fw.releases, key=lambda r: Version(r.version)):
+        if Version(older.version) < Version(release.version):
+            floors.update(dict(older.companions))
+    return {name: str(Version(v)) for name, v in floors.items()}
 
 
 def _previous(fw: Framework, version: Version) -> Release | None:
@@ -237,54 +356,34 @@ def _previous(fw: Framework, version: Version) -> Release | None:
 
 
 def _companions(fw: Framework, build: IndexBuild, previous: Release | None,
-                reader: IndexReader) -> tuple[list[tuple[str, str]], list[str]]:
-    """The companions that go with ``build`` (the framework's own == pin, else a companion release that
-    requires exactly this one) and a TODO line for each one not found."""
+                reader: IndexReader) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """The companions that go with ``build`` (the framework's own == pin, else a companion release that pins or
+    admits this one, :func:`.companions.find_companion`), a TODO line for each one not found and a note for
+    each one that only admits it."""
     found: list[tuple[str, str]] = []
     todo: list[str] = []
+    notes: list[str] = []
     own = applicable(build.requirements, build.python, _extras(fw, previous))
     since = dict(previous.companions) if previous else {}
     for name in fw.companions:
         pinned = [v for r in requirements_on(own, name) if (v := exact_version(r)) is not None]
-        match, why = (pinned[0], "") if pinned else _companion_for(fw, name, build.version, since.get(name), reader)
-        if match is not None:
-            found.append((name, match))
-        else:
-            todo.append(f"{name}: {why}")
-    return found, todo
-
-
-def _companion_for(fw: Framework, name: str, version: str, since: str | None,
-                   reader: IndexReader) -> tuple[str | None, str]:
-    """The companion release newer than ``since`` that requires ``fw.package==version`` exactly, or
-    ``None`` and why not.  Oldest first from ``since`` (each read is cached for the next proposal), newest
-    first without it; stops at one that requires a release beyond ``version``."""
-    try:
-        builds = reader.project(name)
-    except PackageIndexError as exc:
-        return None, str(exc)
-    floor = Version(since) if since else None
-    candidates = sorted((v for v in published(builds) if floor is None or v > floor), reverse=floor is None)
-    target = Version(version)
-    for candidate in candidates[:MAX_COMPANION_READS]:
-        try:
-            companion = reader.read(name, (candidate, ""), find_build(builds, str(candidate), "", plain_ok=True))
-        except PackageIndexError:
+        if pinned:
+            found.append((name, pinned[0]))
             continue
-        companion_requirements = applicable(companion.requirements, companion.python)
-        pins = [exact_version(r) for r in requirements_on(companion_requirements, fw.package)]
-        pinned = [Version(Version(p).public) for p in pins if p]
-        if target in pinned:
-            return str(candidate), ""
-        if pinned and (min(pinned) > target if floor else max(pinned) < target):
-            break
-    return None, f"no {name} release on the index requires {fw.package}=={version}"
+        match, why = find_companion(fw.package, name, build.version, since.get(name), reader)
+        if match is None:
+            todo.append(f"{name}: {why}")
+            continue
+        found.append((name, match.version))
+        if match.note:
+            notes.append(match.note)
+    return found, todo, notes
 
 
 def sync_matrix(matrix: Matrix, framework: str | None = None, index: str | None = None,
                 session: requests.Session | None = None,
-                settings: IndexSettings = DEFAULT_SETTINGS) -> tuple[list[Proposal], dict[str, str]]:
-    """Proposals for every framework (or ``framework``) and the index each was read from.
+                settings: IndexSettings = DEFAULT_SETTINGS) -> SyncReport:
+    """What sync finds for every framework (or ``framework``), with the index each was read from.
 
     Raises:
         InputError: ``framework`` is not in the matrix, or ``index`` is not an http(s) URL.
@@ -294,17 +393,19 @@ def sync_matrix(matrix: Matrix, framework: str | None = None, index: str | None 
         raise InputError(f"--framework {framework!r}: not in the matrix ({', '.join(sorted(matrix.frameworks))})")
     names = [framework] if framework else sorted(matrix.frameworks)
     live = session or new_session(settings)
-    proposals: list[Proposal] = []
+    reports: list[SyncReport] = []
     indexes: dict[str, str] = {}
     try:
         for name in names:
             fw = matrix.frameworks[name]
             indexes[name] = index or fw.pypi_index_url
-            proposals += sync_framework(matrix, fw, IndexReader(indexes[name], live, settings))
+            reports.append(sync_framework(matrix, fw, IndexReader(indexes[name], live, settings)))
     finally:
         if session is None:
             live.close()
-    return proposals, indexes
+    return SyncReport(tuple(p for r in reports for p in r.proposals), tuple(u for r in reports for u in r.updates),
+                      tuple(n for r in reports for n in r.notices), indexes)
 
 
-__all__ = ["Proposal", "missing_releases", "propose", "render_proposal", "render_proposals", "sync_matrix"]
+__all__ = ["CompanionUpdate", "Proposal", "SyncReport", "missing_releases", "propose", "render_proposal",
+           "render_proposals", "render_update", "sync_matrix"]
