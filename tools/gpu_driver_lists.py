@@ -1,24 +1,32 @@
-"""Generate matrices/gpu-drivers.toml: per GPU, the Linux driver releases whose supported-GPU list names it.
+"""Generate matrices/gpu-drivers.toml: per GPU, the Linux driver releases whose own supported-GPU list names it.
 
-A development tool, run by hand when NVIDIA tags new driver releases; imagectl never runs it (the generated file is
+A development tool, run by hand when new driver releases are packaged; imagectl never runs it (the generated file is
 data, read like every matrix file), and neither does CI.
 
-Source: NVIDIA/open-gpu-kernel-modules, which tags every Linux driver release since 515.43.04 (its README: "This
-code base is shared with NVIDIA's proprietary drivers ... a snapshot of each driver release").  At each tag the
-README's "Compatible GPUs" table is that release's supported-GPU list (product name and PCI ID).  A GPU of
-matrices/cuda.toml's ``[gpus]`` with ``pci`` IDs is listed in a release when the table has a row for every one of
-its IDs (an ID is a prefix of the row's PCI ID column: ``2335`` matches ``2335 10DE 18BE``, ``25B6 10DE 14A9``
-only that board).  The resource manager's product table ``src/nvidia/generated/g_nv_name_released.h`` is not
-used: it also names vGPU profiles (``NVIDIA L4-1B``) and placeholders (``NVIDIA GPU 27B8-172F``) under the
-physical device's ID.  A tag whose README has no such table (515.43.04) is left out and named in the output.
+Source: the driver's own README, Appendix A "Supported NVIDIA GPU Products" (published per release as
+``README/supportedchips.html`` beside the driver, and as ``README.txt`` inside it).  Its PCI device IDs are read
+release by release from Debian's packaging of the driver (salsa.debian.org/nvidia-team/nvidia-graphics-drivers, read
+through a GitHub mirror of its history): ``debian/rules`` extracts the IDs of ``README.txt``'s "A1. CURRENT NVIDIA
+GPUS" table and of its "GSP Firmware" chapter into ``debian/nv-readme.ids`` and fails the build when the committed
+file differs, so at the last commit of each upstream version that file is exactly the ID column of that release's
+README.  (The GSP chapter matters: some data-center boards, Tesla T4 among them, appear in the README's GSP table
+while NVIDIA's machine-readable copy of Appendix A, ``supported-gpus.json``, omits them.)  The open-gpu-kernel-modules
+README's "Compatible GPUs" table is NOT used: it lists the GPUs of the open kernel modules, not what the driver
+supports (T4 appears there only from 575.51.02; Volta and Pascal never).
 
-Usage (a local clone or bare mirror of the repository, with its tags)::
+A GPU of matrices/cuda.toml's ``[gpus]`` with ``pci`` IDs is listed in a release when that release's IDs hold the
+device part (the first four hex digits) of every one of its IDs: Debian's extraction keeps device IDs only, so the
+boards that share a device (A2 and A16 on 25B6) are judged by their device.
 
-    git clone --bare https://github.com/NVIDIA/open-gpu-kernel-modules okm.git
-    python tools/gpu_driver_lists.py --repo okm.git            # writes matrices/gpu-drivers.toml
+Usage (a clone or bare mirror of the packaging repository with all its branches)::
+
+    git clone --mirror <mirror of nvidia-graphics-drivers> ngd.git
+    python tools/gpu_driver_lists.py --repo ngd.git            # writes matrices/gpu-drivers.toml
 
 For each GPU the output has ``listed`` and ``missing``: ranges ``FIRST..LAST`` of consecutive releases (in
-version order, within one driver branch) that do and do not list it, from the first release read.
+version order, within one driver branch) that do and do not list it, from the first release read (``--first``,
+default 450.51: the oldest branch CUDA 11's minor-version compatibility admits); ``[driver_lists.releases]`` names
+the commit each release's list was read at.
 """
 
 from __future__ import annotations
@@ -31,10 +39,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-README = "README.md"
-SECTION = "## Compatible GPUs"
-_ROW = re.compile(r"^\|\s*(?P<name>[^|]+?)\s*\|\s*(?P<pci>[0-9A-F]{4}(?: [0-9A-F]{4} [0-9A-F]{4})?)\s*\|\s*$")
-_TAG = re.compile(r"[0-9]+(\.[0-9]+){1,2}")
+IDS = "debian/nv-readme.ids"
+RULES = "debian/rules"
+GSP = "GSP Firmware"  # debian/rules reads the README's GSP-firmware table too (from 510.60.02)
+CHANGELOG = "debian/changelog"
+FIRST = "450.51"
+# the top line of debian/changelog: "nvidia-graphics-drivers (550.54.14-1) unstable; ..." (also -tesla, -tesla-470)
+_TOP = re.compile(r"^nvidia-graphics-drivers(?:-tesla)?(?:-[0-9]+)? "
+                  r"\((?:[0-9]+:)?(?P<version>[0-9]+(?:\.[0-9]+){1,2})-")
+_ID = re.compile(r"^10DE(?P<device>[0-9A-F]{4})$")
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -47,18 +60,20 @@ def branch(version: str) -> int:
     return int(version.split(".")[0])
 
 
-def readme_ids(text: str) -> list[str] | None:
-    """The PCI ID column of the README's "Compatible GPUs" table (``2335 10DE 18BE`` or ``2684``), or None when
-    the README has no such table."""
-    if SECTION not in text:
-        return None
-    rows = [m["pci"] for line in text.split(SECTION, 1)[1].splitlines() if (m := _ROW.match(line.strip()))]
-    return rows or None
+def changelog_version(text: str) -> str | None:
+    """The upstream driver version a debian/changelog is at (its top entry), or None when it is not one of ours."""
+    match = _TOP.match(text.split("\n", 1)[0])
+    return match["version"] if match else None
 
 
-def listed(ids: list[str], pci: tuple[str, ...]) -> bool:
-    """Whether every one of a GPU's ``pci`` IDs has a row (a prefix match on whole fields)."""
-    return all(any(row == want or row.startswith(want + " ") for row in ids) for want in pci)
+def readme_ids(text: str) -> frozenset[str]:
+    """The device IDs of a ``nv-readme.ids`` file (``10DE1EB8`` lines -> ``1EB8``), the README's ID column."""
+    return frozenset(m["device"] for line in text.upper().split() if (m := _ID.match(line.strip())))
+
+
+def listed(ids: frozenset[str], pci: tuple[str, ...]) -> bool:
+    """Whether every one of a GPU's ``pci`` IDs has its device in ``ids`` (``25B6 10DE 14A9`` -> ``25B6``)."""
+    return all(want.split()[0] in ids for want in pci)
 
 
 @dataclass(frozen=True)
@@ -67,17 +82,38 @@ class Ranges:
 
     listed: tuple[str, ...]
     missing: tuple[str, ...]
+    gaps: tuple[str, ...] = ()  # releases whose list leaves it out although an older branch lists it: not judged
 
 
-def ranges(releases: list[str], flags: list[bool]) -> Ranges:
+def judged(releases: list[str], seen: list[bool]) -> list[bool | None]:
+    """Per release: listed (True), missing (False: the release predates the GPU -- it comes before the GPU's first
+    listing in its own branch, or its branch is older than every branch that lists it) or a gap (None: a later branch,
+    or a later release of a branch, leaves out a GPU an earlier one listed).  NVIDIA ends a GPU's support by moving it
+    to a legacy branch (``last_branch``), never by leaving it out of one release, so a gap is the README's format, not
+    the driver: Tesla T4 is in the README's GSP-firmware table only, and the R555 README's table leaves it out
+    (pure)."""
+    first_in: dict[int, str] = {}
+    for version, flag in zip(releases, seen, strict=True):
+        if flag and branch(version) not in first_in:
+            first_in[branch(version)] = version
+    oldest = min(first_in, default=None)
+    out: list[bool | None] = []
+    for version, flag in zip(releases, seen, strict=True):
+        own = first_in.get(branch(version))
+        before = (version_key(version) < version_key(own) if own else oldest is None or branch(version) < oldest)
+        out.append(True if flag else False if before else None)
+    return out
+
+
+def ranges(releases: list[str], flags: list[bool | None]) -> Ranges:
     """Consecutive releases (in version order) with the same flag and the same branch, as ranges (pure)."""
-    out: dict[bool, list[str]] = {True: [], False: []}
+    out: dict[bool | None, list[str]] = {True: [], False: [], None: []}
     start = 0
     for i in range(1, len(releases) + 1):
         if i == len(releases) or flags[i] != flags[start] or branch(releases[i]) != branch(releases[start]):
             out[flags[start]].append(f"{releases[start]}..{releases[i - 1]}")
             start = i
-    return Ranges(tuple(out[True]), tuple(out[False]))
+    return Ranges(tuple(out[True]), tuple(out[False]), tuple(out[None]))
 
 
 def git(repo: Path, *args: str) -> str:
@@ -90,9 +126,30 @@ def _git_dir(repo: Path) -> Path:
     return repo / ".git" if (repo / ".git").exists() else repo
 
 
-def release_tags(repo: Path) -> list[str]:
-    """The repository's release tags (``550.54.15``), in version order."""
-    return sorted((t for t in git(repo, "tag").split() if _TAG.fullmatch(t)), key=version_key)
+def release_commits(repo: Path, first: str = FIRST) -> dict[str, str]:
+    """Upstream version (``first`` or later) -> the newest commit, on any branch, whose debian/changelog is at it and
+    that has ``nv-readme.ids`` extracted from both Appendix A and the GSP-firmware table (debian/rules): the commit
+    whose IDs that version's package was built against."""
+    out: dict[str, tuple[int, str]] = {}
+    for line in git(repo, "log", "--all", "--format=%H %ct", "--", CHANGELOG, IDS).split("\n"):
+        if not line.strip():
+            continue
+        commit, stamp = line.split()
+        version = changelog_version(_show(repo, commit, CHANGELOG))
+        if version is None or version_key(version) < version_key(first) or not _show(repo, commit, IDS).strip():
+            continue
+        if GSP not in _show(repo, commit, RULES):  # an older extraction: Appendix A only, without the GSP table
+            continue
+        if version not in out or int(stamp) > out[version][0]:
+            out[version] = (int(stamp), commit)
+    return {version: out[version][1] for version in sorted(out, key=version_key)}
+
+
+def _show(repo: Path, commit: str, path: str) -> str:
+    try:
+        return git(repo, "show", f"{commit}:{path}")
+    except subprocess.CalledProcessError:
+        return ""
 
 
 def toml_loads(text: str) -> dict:
@@ -110,17 +167,26 @@ def gpu_pci(matrix: Path) -> dict[str, tuple[str, ...]]:
     return {name: tuple(v["pci"]) for name, v in table.items() if isinstance(v, dict) and v.get("pci")}
 
 
-def render(gpus: dict[str, Ranges], read: list[str], skipped: list[str], head: str) -> str:
+def render(gpus: dict[str, Ranges], commits: dict[str, str], where: str) -> str:
     """The TOML text of the generated file (pure, deterministic)."""
-    lines = ["# GENERATED by tools/gpu_driver_lists.py; do not edit (re-run it when NVIDIA tags new releases).",
-             "# Source: github.com/NVIDIA/open-gpu-kernel-modules, README.md \"Compatible GPUs\" at each release tag",
-             f"# (read at {head}): a GPU is listed in a release when the table has a row for each of its",
-             "# [gpus] pci IDs (matrices/cuda.toml).",
-             f"# Releases read: {len(read)}, {read[0]} .. {read[-1]}"
-             + (f"; left out (no Compatible GPUs table): {', '.join(skipped)}" if skipped else ""),
-             "[driver_lists]",
-             'source = "NVIDIA/open-gpu-kernel-modules README.md Compatible GPUs, one list per release tag"',
-             f'first = "{read[0]}"', f'newest = "{read[-1]}"', ""]
+    read = list(commits)
+    lines = ["# GENERATED by tools/gpu_driver_lists.py; do not edit (re-run it when new driver releases are packaged).",
+             "# Source: the driver's own README, Appendix A \"Supported NVIDIA GPU Products\" (README.txt /",
+             "# README/supportedchips.html of each release), its PCI device IDs as Debian's packaging extracts",
+             f"# them per release into debian/nv-readme.ids (read from {where}; each release's commit below).",
+             "# A GPU is listed in a release when the release's IDs hold every one of its [gpus] pci devices",
+             "# (matrices/cuda.toml).  The open-gpu-kernel-modules \"Compatible GPUs\" table is not a source here: it",
+             "# lists the GPUs of the open kernel modules, not what the driver supports.",
+             f"# Releases read: {len(read)}, {read[0]} .. {read[-1]} (those whose extraction reads the GSP table too).",
+             "# Not judged (a later release leaves out a GPU an earlier branch lists: the README's format changed,",
+             "# NVIDIA ends support by a legacy branch, [gpus] last_branch):"]
+    lines += [f"#   {name}: {', '.join(gpus[name].gaps)}" for name in sorted(gpus) if gpus[name].gaps] or ["#   none"]
+    lines += ["[driver_lists]",
+              'source = "the driver README\'s Appendix A supported GPUs (debian/nv-readme.ids of each release)"',
+              f'first = "{read[0]}"', f'newest = "{read[-1]}"', "",
+              "[driver_lists.releases]  # release -> the packaging commit its list was read at"]
+    lines += [f'"{version}" = "{commit[:12]}"' for version, commit in commits.items()]
+    lines.append("")
     for key in ("listed", "missing"):
         lines.append(f"[driver_lists.{key}]")
         for name in sorted(gpus):
@@ -132,24 +198,26 @@ def render(gpus: dict[str, Ranges], read: list[str], skipped: list[str], head: s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repo", type=Path, required=True, help="a clone of NVIDIA/open-gpu-kernel-modules")
+    parser.add_argument("--repo", type=Path, required=True, help="a clone of Debian's nvidia-graphics-drivers")
+    parser.add_argument("--where", default="a GitHub mirror of Debian's nvidia-graphics-drivers",
+                        help="how the output names the repository read")
+    parser.add_argument("--first", default=FIRST, help="the oldest release to read")
     parser.add_argument("--matrix", type=Path, default=ROOT / "matrices" / "cuda.toml")
     parser.add_argument("--output", type=Path, default=ROOT / "matrices" / "gpu-drivers.toml")
     args = parser.parse_args(argv)
     pci = gpu_pci(args.matrix)
-    read, skipped, flags = [], [], {name: [] for name in pci}
-    for tag in release_tags(args.repo):
-        ids = readme_ids(git(args.repo, "show", f"{tag}:{README}"))
-        if ids is None:
-            skipped.append(tag)
-            continue
-        read.append(tag)
+    commits = release_commits(args.repo, args.first)
+    if not commits:
+        print(f"{args.repo}: no release at or after {args.first} has {IDS}", file=sys.stderr)
+        return 1
+    flags: dict[str, list[bool]] = {name: [] for name in pci}
+    for commit in commits.values():
+        ids = readme_ids(_show(args.repo, commit, IDS))
         for name, wanted in pci.items():
             flags[name].append(listed(ids, wanted))
-    gpus = {name: ranges(read, flags[name]) for name in pci}
-    head = git(args.repo, "rev-parse", "--short", f"{read[-1]}^{{commit}}").strip()
-    args.output.write_text(render(gpus, read, skipped, f"{read[-1]}, {head}"))
-    print(f"{args.output}: {len(gpus)} GPUs over {len(read)} releases", file=sys.stderr)
+    gpus = {name: ranges(list(commits), judged(list(commits), flags[name])) for name in pci}
+    args.output.write_text(render(gpus, commits, args.where))
+    print(f"{args.output}: {len(gpus)} GPUs over {len(commits)} releases", file=sys.stderr)
     return 0
 
 

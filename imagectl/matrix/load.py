@@ -44,9 +44,9 @@ KEYS: dict[str, frozenset[str]] = {
     "base": frozenset({"repository", "flavors", "tag", "wheel_cuda_flavor", "forward_compat_brands"}),
     "os": frozenset({"python", "apt_python"}),
     "cuda": frozenset({"release", "min_driver", "min_driver_compat", "archs", "os", "forward_compat", "end_of_life",
-                       "eol_since"}),
-    "gpus": frozenset({"arch", "min_driver", "last_branch", "segment", "pci", "host"}),
-    "driver_lists": frozenset({"source", "first", "newest", "listed", "missing"}),
+                       "eol_since", "require_brands"}),
+    "gpus": frozenset({"arch", "min_driver", "last_branch", "segment", "pci", "host", "names"}),
+    "driver_lists": frozenset({"source", "first", "newest", "releases", "listed", "missing"}),
     "lock": frozenset({"floors"}),
     "lock.floors": frozenset({"package", "version", "uploaded", "source"}),
     "framework": frozenset({"name", "label", "package", "companions", "cuda_tag", "index_url", "pypi_index_url",
@@ -145,7 +145,8 @@ def load_sources(sources: MatrixSources) -> Matrix:
     if base is None:
         raise MatrixError(f"{', '.join(str(d) for d in sources.dirs)}: no matrix file declares [base]")
     parts["gpus"] = _with_lists(parts["gpus"], lists)
-    parts["cuda"] = {k: replace(t, forward_compat_brands=base.forward_compat_brands) for k, t in parts["cuda"].items()}
+    parts["cuda"] = {k: replace(t, forward_compat_brands=t.forward_compat_brands or base.forward_compat_brands)
+                     for k, t in parts["cuda"].items()}
     lock_floors = tuple(floors[name] for name in sorted(floors))
     parts["frameworks"] = {k: replace(fw, lock_floors=lock_floors) for k, fw in parts["frameworks"].items()}
     parts["frameworks"] = with_platforms(parts["frameworks"], platforms)
@@ -173,6 +174,11 @@ def _driver_lists(src: _Source, body: Any) -> dict[str, tuple[_Source, tuple[str
     body = _as_table(src, body, "driver_lists")
     src.known_keys(body, "driver_lists", "[driver_lists]", src.line("[driver_lists]"))
     tables = {key: _as_table(src, body.get(key, {}), f"driver_lists.{key}") for key in ("listed", "missing")}
+    for version, where in _as_table(src, body.get("releases", {}), "driver_lists.releases").items():
+        src.check(check_driver, version, "[driver_lists.releases]", f'"{version}"')
+        if not isinstance(where, str) or not where:
+            raise src.error(f"[driver_lists.releases] {version!r}: where its list was read must be a string",
+                            f'"{version}"')
     out = {}
     for name in sorted(set(tables["listed"]) | set(tables["missing"])):
         ranges = [tuple(_driver_range(src, r, name) for r in
@@ -309,13 +315,19 @@ def _base(src: _Source, body: Any) -> BaseImages:
     except ValidationError as exc:
         raise src.error(f"[base] tag {tag!r} makes no valid reference: {exc}", "tag", start) from None
     wheel_flavor = _wheel_cuda_flavor(src, body.get("wheel_cuda_flavor"), flavors, start)
-    brands = _strings(src, body.get("forward_compat_brands", []), "forward_compat_brands", "forward_compat_brands")
-    for brand in brands:
-        if not _BRAND.fullmatch(brand):
-            raise src.error(f"[base] forward_compat_brands: {brand!r} is not a brand name such as tesla",
-                            "forward_compat_brands", start)
+    brands = _brands(src, body.get("forward_compat_brands", []), "[base] forward_compat_brands",
+                     "forward_compat_brands", start)
     return BaseImages(repository=repo, flavors=flavors, tag=tag, wheel_cuda_flavor=wheel_flavor,
                       forward_compat_brands=brands)
+
+
+def _brands(src: _Source, value: Any, what: str, needle: str, start: Start = _first_line) -> tuple[str, ...]:
+    """A list of NVML brand names (``tesla``, ``nvidiartx``); raises MatrixError naming the line."""
+    brands = _strings(src, value, what, needle)
+    for brand in brands:
+        if not _BRAND.fullmatch(brand):
+            raise src.error(f"{what}: {brand!r} is not a brand name such as tesla", needle, start)
+    return brands
 
 
 def _wheel_cuda_flavor(src: _Source, value: Any, flavors: tuple[str, ...], start: Start) -> str | None:
@@ -365,8 +377,10 @@ def _cuda(src: _Source, name: str, body: dict[str, Any]) -> CudaToolkit:
     if since is not None and (not eol or not isinstance(since, str) or not _valid_day(since)):
         raise src.error(f"[cuda.{name}] eol_since must be the day (YYYY-MM-DD) the release went end of life, "
                         "given with end_of_life", "eol_since")
+    brands = _brands(src, body.get("require_brands", []), f"[cuda.{name}] require_brands", needle)
     return CudaToolkit(name, release, drivers[0], drivers[1], archs, oses, forward_compat=tuple(branches),
-                       end_of_life=" ".join(eol.split()) if eol else None, eol_since=since)
+                       end_of_life=" ".join(eol.split()) if eol else None, eol_since=since,
+                       forward_compat_brands=brands)
 
 
 def _is_branch(value: Any) -> bool:
@@ -406,7 +420,9 @@ def _gpu(src: _Source, name: str, value: Any) -> Gpu:
     host = fields.get("host")
     if host is not None and host not in HOSTS:
         raise src.error(f"[gpus] {name!r}: host {host!r} is not one of {', '.join(HOSTS)}", needle)
-    return Gpu(name=name, arch=arch, min_driver=floor, last_branch=last, segment=segment, pci=pci, host=host)
+    names = _strings(src, fields.get("names", []), f"[gpus] {name!r} names", needle)
+    return Gpu(name=name, arch=arch, min_driver=floor, last_branch=last, segment=segment, pci=pci, host=host,
+               names=names)
 
 
 def _framework(src: _Source, data: dict[str, Any]) -> Framework:

@@ -243,6 +243,7 @@ class Gpu:
     segment: str | None = None  # "datacenter", "workstation" or "consumer"; None: not known (a GPU given as sm_XY)
     host: str | None = None  # the CPU architecture of the host it sits in, where that is fixed: "aarch64" (Grace)
     pci: tuple[str, ...] = ()  # its PCI IDs in NVIDIA's supported-GPU lists ("2335", "25B6 10DE 14A9")
+    names: tuple[str, ...] = ()  # the boards' names in NVIDIA's list, as nvidia-smi prints them ("NVIDIA H800")
     # the driver releases whose supported-GPU list names it, and those whose list does not: "FIRST..LAST" ranges
     # within one branch (matrices/gpu-drivers.toml, generated); empty: no list recorded
     listed: tuple[str, ...] = ()

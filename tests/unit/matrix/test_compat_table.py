@@ -154,12 +154,11 @@ def test_the_verdict_says_which_rule_applied(shipped_matrix, locks):
     assert "a newer CUDA build is needed" in reasons[0]
     reasons, _ = verdict("RTX 5090", "550.54.15", "torch-2.7-cu128")
     assert "RTX 5090 is a consumer GPU: NVIDIA_REQUIRE_CUDA admits no GeForce brand on R550" in reasons[0]
-    assert reasons[1] == ("RTX 5090 (sm_120) is not in driver 550.54.15's supported-GPU list (NVIDIA's "
-                          "open-gpu-kernel-modules README, \"Compatible GPUs\"; no R550 release read lists it; listed "
-                          "from 570.86.16)")
+    assert reasons[1] == ("RTX 5090 (sm_120) is not in driver 550.54.15's supported-GPU list (the driver README's "
+                          "Appendix A; no R550 release read lists it; listed from 580.126.09)")
     reasons, _ = verdict("H200", "550.54.15", "torch-2.3-cu121")
-    assert reasons == ["H200 (sm_90) is not in driver 550.54.15's supported-GPU list (NVIDIA's open-gpu-kernel-modules "
-                       "README, \"Compatible GPUs\"; listed in 550.40.65..550.40.85, 550.90.07..550.163.01)"]
+    assert reasons == ["H200 (sm_90) is not in driver 550.54.15's supported-GPU list (the driver README's Appendix A; "
+                       "listed in 550.90.07..550.163.01)"]
     reasons, _ = verdict("GB10", "580.119.02", "torch-2.8-cu128")
     assert reasons == ["GB10 sits in an aarch64 host (Grace CPU): torch-2.8-cu128 has no linux/arm64 image (its index "
                        "has no aarch64 CUDA wheels: no aarch64 wheel of triton==3.4.0 (Python 3.9, 3.10, 3.11, 3.12, "
@@ -167,8 +166,10 @@ def test_the_verdict_says_which_rule_applied(shipped_matrix, locks):
                        "torch-2.8.0-cp312-cp312-manylinux_2_28_aarch64.whl (its nvidia-* requirements hold only where "
                        "platform_machine == \"x86_64\")); its linux/amd64 image does not start there (exec format "
                        "error)"]
-    reasons, _ = verdict("B200", "560.35.05", "jax-0.12-cuda12")  # not a release read: 560.35.03 stands for it
-    assert "not in driver 560.35.03's (the nearest release read to 560.35.05) supported-GPU list" in reasons[0]
+    reasons, _ = verdict("B200", "550.54.20", "jax-0.12-cuda12")  # not read, inside a range of releases read
+    assert "B200 (sm_100) is not in driver 550.54.20's supported-GPU list" in reasons[0]
+    reasons, _ = verdict("B200", "560.35.05", "jax-0.12-cuda12")  # no R560 release read: B200's first driver decides
+    assert reasons[0] == "driver 560.35.05 predates B200 (sm_100): the first driver that knows it is 570.86.15 (R570)"
     _, notes = verdict("H100", "550.54.15", "torch-2.8-cu128")
     assert notes[0].startswith("under forward compatibility (cuda-compat, data-center GPUs only): driver 550.54.15 "
                                "(R550) is below CUDA 12.8's driver branch R570")
@@ -179,7 +180,7 @@ def test_the_verdict_says_which_rule_applied(shipped_matrix, locks):
 @pytest.mark.parametrize("name, driver, gpu, mechanism", MECHANISMS)
 def test_compat_names_the_mechanism_that_admits_the_driver(shipped_matrix, locks, name, driver, gpu, mechanism):
     profile = resolve_profile(name, shipped_matrix)
-    verdict = node_verdicts([profile], driver, find_gpu(gpu, shipped_matrix), locks)[0]
+    verdict = node_verdicts([profile], driver, find_gpu(gpu, shipped_matrix), locks, runtime="legacy")[0]
     assert verdict.ok and verdict.mechanism == mechanism
 
 
@@ -193,9 +194,9 @@ def test_jax_follows_its_lock(shipped_matrix, locks):
 
 
 def test_compat_cli_says_no_for_an_rtx_5090_on_r550(run_cli):
-    r = run_cli("compat", "--driver", "550.54.15", "--gpu", "RTX 5090")
+    r = run_cli("compat", "--driver", "550.54.15", "--gpu", "RTX 5090", "--runtime", "legacy")
     assert r.code == 0 and r.out == "" and r.err.startswith("0 of ")  # nothing runs: nothing listed
-    r = run_cli("compat", "--driver", "550.54.15", "--gpu", "RTX 5090", "--all")
+    r = run_cli("compat", "--driver", "550.54.15", "--gpu", "RTX 5090", "--all", "--runtime", "legacy")
     assert "no    torch-2.7-cu128: driver 550.54.15 (R550) is below CUDA 12.8's driver branch R570" in r.out
     assert "RTX 5090 (sm_120) is not in driver 550.54.15's supported-GPU list" in r.out
     r = run_cli("check", "torch==2.7.1", "cuda=12.8", "driver=550.54.15", "gpu=RTX 5090")
