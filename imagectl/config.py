@@ -25,6 +25,7 @@ from .redact import redact
 NETWORK_MODES = ("default", "host", "bridge", "none")
 COMPRESSIONS = ("gzip", "zstd")  # [registry] compression of pushed layers: gzip (default: every runtime reads it)
 ENGINES = ("auto", "docker", "buildah")  # [build] engine (imagectl.engine.select)
+NODE_RUNTIMES = ("auto", "both", "legacy", "cdi")  # [node] runtime: the container runtime mode compat judges
 INSTALLS = ("assembled", "pip")  # [build] install: how the lock's wheels reach the image (imagectl.engine.features)
 MAX_MIN_AGE_DAYS = 36500  # prune's age floor ([tags] prune_min_age_days, --min-age-days): 100 years at most
 MAX_REGISTRY_TIMEOUT_S = 3600  # [registry] and [pip] timeout: the deadline of one request, an hour at most
@@ -43,11 +44,16 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
               "install": ("install", "build_install"),
               "platforms": ("platforms", "build_platforms"), "cache": ("cache_repo", "build_cache")},
     "paths": {"matrices": ("dirs", "matrix_dirs"), "templates": ("dirs", "template_dirs"),
-              "context": ("dirs", "context_dirs"), "locks": ("dirs", "lock_dirs")},
+              "context": ("dirs", "context_dirs"), "locks": ("dirs", "lock_dirs"),
+              "advisories": ("dirs", "advisory_dirs")},
     "lock": {"as_of": ("as_of", "lock_as_of"), "grace_days": ("days", "lock_grace_days")},
     "tags": {"prune_min_age_days": ("days", "prune_min_age_days")},
     "attest": {"key": ("file", "attest_key"), "public_key": ("file", "attest_public_key")},
+    "advisories": {"fail_on": ("fail_on", "advisories_fail_on")},
+    "node": {"runtime": ("runtime", "node_runtime")},
 }
+# [advisories] fail_on: a severity (this one or higher stops a build) or a list of advisory ids (imagectl.advisories)
+ADVISORY_SEVERITIES = ("low", "moderate", "high", "critical")
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,13 @@ class Config:
     template_dirs: tuple[Path, ...] = ()
     context_dirs: tuple[Path, ...] = ()
     lock_dirs: tuple[Path, ...] = ()  # the team's locks, searched before the shipped ones
+    advisory_dirs: tuple[Path, ...] = ()  # the team's OSV records, read with the shipped snapshot
+    # what stops a build ([advisories] fail_on): a severity (ADVISORY_SEVERITIES, it or higher), or advisory ids;
+    # None: nothing does (an affected build warns and proceeds)
+    advisories_fail_on: str | tuple[str, ...] | None = None
+    # NODE_RUNTIMES: the NVIDIA container runtime mode compat judges (auto: read from the node where it can be, else
+    # both; both: one verdict where legacy and jit-cdi agree, both where they differ)
+    node_runtime: str = "auto"
     lock_as_of: str = "release"  # the --as-of policy of `imagectl lock` and of build-time locks (lock/asof.py)
     lock_grace_days: int = 7  # days after a release's upload that --as-of release still takes
     prune_min_age_days: int = 7
@@ -186,6 +199,9 @@ def _from_env(text: str, kind: str) -> Any:
         return _ENV_BOOLS.get(text.strip().lower(), text)
     if kind == "args":
         return _parse_pairs(text, "IMAGECTL_BUILD_ARGS")
+    if kind == "fail_on":  # a severity word, else comma-separated advisory ids
+        word = text.strip().lower()
+        return word if word in ADVISORY_SEVERITIES else [part.strip() for part in text.split(",") if part.strip()]
     if kind == "seconds":  # text that is no number stays text, which _as_seconds refuses
         try:
             return float(text.strip())
@@ -336,6 +352,12 @@ def _as_compression(value: Any, _base: Path) -> str:
     return value
 
 
+def _as_runtime(value: Any, _base: Path) -> str:
+    if value not in NODE_RUNTIMES:
+        raise ValidationError(f"{str(value)[:40]!r} is not one of {', '.join(NODE_RUNTIMES)}")
+    return value
+
+
 def _as_file(value: Any, base: Path) -> Path:
     path = (base / str(value)).resolve()
     if not isinstance(value, str) or not path.is_file():
@@ -370,6 +392,19 @@ def _as_as_of(value: Any, _base: Path) -> str:
     raise ValidationError(f"expected a date YYYY-MM-DD, 'release' or 'latest', got {str(value)[:40]!r}")
 
 
+def _as_fail_on(value: Any, _base: Path) -> str | tuple[str, ...]:
+    """``[advisories] fail_on``: a severity (``"high"``: high and critical advisories stop a build) or a non-empty list
+    of advisory ids (``["CVE-2025-32434", "GHSA-..."]``, matched against every record's id and aliases); raises
+    ValidationError."""
+    if isinstance(value, str) and value.lower() in ADVISORY_SEVERITIES:
+        return value.lower()
+    ids = value if isinstance(value, list) else None
+    if ids and all(isinstance(i, str) and i.strip() and len(i) <= 100 and i.strip().isprintable() for i in ids):
+        return tuple(i.strip() for i in ids)
+    raise ValidationError(f"expected a severity ({', '.join(ADVISORY_SEVERITIES)}) or a non-empty list of advisory "
+                          f"ids such as [\"CVE-2025-32434\"], got {str(value)[:60]!r}")
+
+
 def _as_args(value: Any, _base: Path) -> dict[str, str]:
     if not isinstance(value, dict):
         raise ValidationError("expected a table of NAME = value")
@@ -398,6 +433,7 @@ _CONVERTERS = {
     "hosts": lambda v, b: tuple(check_host(item) for item in _as_list(v)),
     "network": _as_network,
     "compression": _as_compression,
+    "runtime": _as_runtime,
     "engine": _as_engine,
     "install": _as_install,
     "snapshot": _as_snapshot,
@@ -407,4 +443,5 @@ _CONVERTERS = {
     "dirs": _as_dirs,
     "args": _as_args,
     "as_of": _as_as_of,
+    "fail_on": _as_fail_on,
 }

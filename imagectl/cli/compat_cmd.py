@@ -7,10 +7,12 @@ import click
 
 from ..lock.runtime import lock_reader
 from ..matrix.compat import Verdict, check_combination, gpu_arch, node_host, node_verdicts, parse_combination
-from ..matrix.model import AMD64, MACHINES
+from ..matrix.model import AMD64, MACHINES, Gpu, Matrix
 from ..matrix.names import list_profiles, python_problems
 from ..matrix.platforms import platform_name, platform_of_machine
-from ..nvidia_smi import read_machine, read_node
+from ..config import NODE_RUNTIMES
+from ..errors import InputError
+from ..nvidia_smi import read_machine, read_node, read_runtime_mode
 from .app import check_framework, echo_json, framework_option, json_option, workspace
 from .compat_views import compat_rows, compat_table
 
@@ -22,26 +24,36 @@ from .compat_views import compat_rows, compat_table
 @click.option("--arch", metavar="aarch64|x86_64",
               help="The node's CPU architecture (default: the GPU's host where it has one, GH200/GB200/GB300/GB10: "
                    "aarch64; on the node itself, uname -m).")
+@click.option("--runtime", type=click.Choice(NODE_RUNTIMES), default=None,
+              help="The NVIDIA container runtime mode to judge: legacy (docker --gpus: NVIDIA_REQUIRE_CUDA gates), cdi "
+                   "(the nvidia runtime's jit-cdi default since toolkit 1.18), both (one verdict where they agree, "
+                   "both where not), auto (read from the node, else both; default: [node] runtime).")
 @framework_option
 @click.option("--all", "show_all", is_flag=True, help="Also list the profiles that cannot run, with the reasons.")
 @click.option("--best", is_flag=True, help="Only the newest profile of each framework that can run.")
 @json_option
 @click.pass_context
 def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None,  # noqa: PLR0913 (one per option)
-               arch: str | None, framework: str | None, show_all: bool, best: bool, as_json: bool) -> int:
+               arch: str | None, runtime: str | None, framework: str | None, show_all: bool, best: bool,
+               as_json: bool) -> int:
     """Which profiles can run on a node with this driver (and GPU, and CPU); with --all also why the others cannot."""
     ws = workspace(ctx)
     profiles = list_profiles(ws.matrix, check_framework(ws, framework))
     host = MACHINES[platform_name(arch, "--arch")] if arch is not None else None
-    if driver is None:  # the node itself: its driver and GPU from nvidia-smi, its CPU from uname -m
-        driver, detected = read_node()
-        gpu = detected if gpu is None else gpu
+    runtime = runtime or ws.config.node_runtime
+    node_gpu = None
+    if driver is None:  # the node itself: its driver and GPU from nvidia-smi, its CPU and runtime mode from the node
+        driver, sm, name = read_node()
+        if gpu is None:
+            node_gpu, gpu = _node_gpu(name, sm, ws.matrix)
         host = host or read_machine()
-    node_gpu = gpu_arch(gpu, ws.matrix) if gpu is not None else None
+        runtime = read_runtime_mode() if runtime == "auto" else runtime
+    runtime = "both" if runtime == "auto" else runtime
+    node_gpu = node_gpu or (gpu_arch(gpu, ws.matrix) if gpu is not None else None)
     machine = node_host(host, node_gpu)
     lock_platform = platform_of_machine(machine) if machine else None
     verdicts = node_verdicts(profiles, driver, node_gpu, lock_reader(ws.config, ws.matrix, lock_platform or AMD64),
-                             host)
+                             host, runtime)
     if best:  # list order is newest first within a framework: the first runnable one of each
         by_name = {p.name: p for p in profiles}
         firsts: dict[str, Verdict] = {}
@@ -58,8 +70,20 @@ def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None,  # noqa:
     on_gpu = (f" on {gpu}" if gpu else "") + (f" ({machine} host)" if machine else "")
     what = ("the newest of each framework that can run" if best else
             "every profile" if show_all else "those that can run (--all: also why the others cannot)")
-    click.echo(f"{good} of {len(verdicts)} profiles can run with driver {driver}{on_gpu}; listed: {what}", err=True)
+    modes = {"both": "legacy and jit-cdi runtime modes", "legacy": "legacy runtime mode", "cdi": "jit-cdi runtime mode"}
+    click.echo(f"{good} of {len(verdicts)} profiles can run with driver {driver}{on_gpu} ({modes[runtime]}); "
+               f"listed: {what}", err=True)
     return 0
+
+
+def _node_gpu(name: str | None, sm: str | None, matrix: Matrix) -> tuple[Gpu | None, str | None]:
+    """The node's GPU by the name nvidia-smi printed, else by its compute capability (saying so on stderr)."""
+    if name:
+        try:
+            return gpu_arch(name, matrix), name
+        except InputError:
+            click.echo(f"compat: GPU {name!r} is not in the matrix: judged by its arch {sm or 'unknown'}", err=True)
+    return (gpu_arch(sm, matrix), sm) if sm else (None, None)
 
 
 @click.command("check")

@@ -11,7 +11,9 @@ from ..matrix.compat import Verdict
 def compat_rows(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
     """``compat --json``: one object per profile, each with all its notes and what lets it run."""
     return [{"name": v.profile, "compatible": v.ok, "mechanism": v.mechanism or None, "reasons": list(v.reasons),
-             "notes": list(v.notes)} for v in verdicts]
+             "notes": list(v.notes),
+             "modes": {mode: {"compatible": ok, "mechanism": how or None} for mode, ok, how in v.modes} or None}
+            for v in verdicts]
 
 
 def shared_notes(verdicts: Sequence[Verdict]) -> list[str]:

@@ -15,7 +15,15 @@ which works on data-center GPUs only (on others CUDA fails with error 804), and 
 only on the listed branches and brands.  At or above the release's own branch the host's driver is used; below the
 full-support floor of the same branch that is minor-version compatibility.
 
-:func:`admission` says which of these applies.  All functions are pure.
+:func:`admission` says which of these applies.  That is the ``legacy`` runtime mode, which ``docker --gpus`` uses.
+Since NVIDIA Container Toolkit 1.18 the ``nvidia`` runtime defaults to ``jit-cdi`` (``cdi``), where no
+``NVIDIA_REQUIRE_CUDA`` is checked: the ``enable-cuda-compat`` hook alone decides, from the ELF note of the image's
+compat ``libcuda`` (the driver branches it supports), whether it replaces the host's -- when the host's branch is one
+it supports and the compat driver is newer than the host's, which happens on the image's *own* branch too
+(nvidia-container-toolkit ``cmd/nvidia-cdi-hook/cudacompat``: ``UseCompat`` and its tests "host driver branch same as
+compat driver branch, compat driver > host driver").  The compat driver is modelled as the release's full-support
+driver (``min_driver``: the cuda-compat package is at least that), its supported branches as ``forward_compat`` and
+the release's own.  All functions are pure.
 """
 
 from __future__ import annotations
@@ -23,10 +31,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..grammar import driver_branch
+from ..grammar import driver_branch, driver_key
 from .model import CudaToolkit, Gpu
 
 Mechanism = Literal["host", "forward", "refused"]
+Runtime = Literal["legacy", "cdi"]
+RUNTIMES: tuple[Runtime, ...] = ("legacy", "cdi")
+RUNTIME_LABELS = {"legacy": "legacy mode (docker --gpus; NVIDIA_REQUIRE_CUDA gates the start)",
+                  "cdi": "jit-cdi mode (the nvidia runtime's default since toolkit 1.18; the enable-cuda-compat hook "
+                         "decides)"}
 FORWARD = "forward compatibility (cuda-compat, data-center GPUs only)"
 
 
@@ -50,8 +63,10 @@ class Admission:
     why: str = ""
 
 
-def admission(toolkit: CudaToolkit, driver: str, gpu: Gpu | None = None) -> Admission:
-    """How an image whose base is CUDA ``toolkit`` starts on ``driver`` (and ``gpu``, when known)."""
+def admission(toolkit: CudaToolkit, driver: str, gpu: Gpu | None = None, runtime: Runtime = "legacy") -> Admission:
+    """How an image whose base is CUDA ``toolkit`` starts on ``driver`` (and ``gpu``, when known) under ``runtime``."""
+    if runtime == "cdi":
+        return _cdi(toolkit, driver, gpu)
     t, own, have = toolkit, driver_branch(toolkit.min_driver), driver_branch(driver)
     if have >= own:
         return Admission("host", driver)
@@ -61,15 +76,35 @@ def admission(toolkit: CudaToolkit, driver: str, gpu: Gpu | None = None) -> Admi
         return Admission("refused", None, f"{below}, and its cuda-compat supports no R{have} (forward-compatible "
                                           f"branches: {supported}): the NVIDIA container runtime refuses to start the "
                                           f"image (NVIDIA_REQUIRE_CUDA)")
+    return _forward(t, gpu, f"{below}; only {FORWARD} runs it there", have, below)
+
+
+def _cdi(t: CudaToolkit, driver: str, gpu: Gpu | None) -> Admission:
+    """jit-cdi: the image's compat libcuda replaces the host's when the host's branch is one its note lists and the
+    compat driver is newer (on the image's own branch too); else the host's libcuda, ungated."""
+    own, have = driver_branch(t.min_driver), driver_branch(driver)
+    if have in (*t.forward_compat, own) and driver_key(t.min_driver) > driver_key(driver):
+        where = "its own branch" if have == own else f"R{have}, a branch its cuda-compat supports"
+        why = (f"under jit-cdi the enable-cuda-compat hook puts the image's cuda-compat {t.version} libcuda "
+               f"({t.min_driver} or later) in place of driver {driver}'s: on {where}, the compat driver is newer")
+        return _forward(t, gpu, why, have, why)
+    return Admission("host", driver)
+
+
+def _forward(t: CudaToolkit, gpu: Gpu | None, why: str, have: int, how: str) -> Admission:
+    """The image runs on its cuda-compat libcuda: data-center GPUs only (``why``: how it came to that, for a refusal;
+    ``how``, for the note)."""
     segment = gpu.segment if gpu else None
-    only = f"{below}; only {FORWARD} runs it there"
+    name = gpu.name if gpu else ""
     if segment == "consumer":
-        return Admission("refused", None, f"{only}, and {gpu.name if gpu else ''} is a consumer GPU: "
-                                          f"NVIDIA_REQUIRE_CUDA admits no GeForce brand on R{have}, and cuda-compat "
-                                          "fails on it (CUDA error 804)")
+        gate = ("NVIDIA_REQUIRE_CUDA admits the geforce brand there and the container starts, but"
+                if "geforce" in t.forward_compat_brands else f"NVIDIA_REQUIRE_CUDA admits no GeForce brand on R{have}, "
+                                                              "and")
+        return Admission("refused", None, f"{why}, and {name} is a consumer GPU: {gate} cuda-compat fails on it "
+                                          "(CUDA error 804)")
     if segment == "workstation":
-        return Admission("refused", None, f"{only}, and {gpu.name if gpu else ''} is a workstation GPU: NVIDIA "
-                                          "supports forward compatibility on data-center GPUs and select NGC-Ready RTX "
-                                          "cards only (the container runtime starts it; CUDA may fail with error 804)")
-    return Admission("forward", t.min_driver, f"under {FORWARD}: {below}; the image's cuda-compat {t.version} "
-                                              f"libraries stand in for the host's libcuda")
+        return Admission("refused", None, f"{why}, and {name} is a workstation GPU: NVIDIA supports forward "
+                                          "compatibility on data-center GPUs and select NGC-Ready RTX cards only (the "
+                                          "container starts; CUDA may fail with error 804)")
+    return Admission("forward", t.min_driver, f"under {FORWARD}: {how}; the image's cuda-compat {t.version} "
+                                              "libraries stand in for the host's libcuda")

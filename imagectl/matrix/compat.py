@@ -6,13 +6,13 @@ All functions here are pure: the node facts come in as arguments (the CLI reads 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Literal
 
 from packaging.version import Version
 
 from ..errors import InputError
 from ..grammar import check_driver, check_python, check_version, driver_key
-from .admission import FORWARD, admission
+from .admission import FORWARD, RUNTIME_LABELS, RUNTIMES, Runtime, admission
 from .archs import describe, match_arch, newer_than_build, no_match
 from .gpus import find_gpu, gpu_driver_reasons
 from .model import CudaToolkit, Framework, Gpu, Matrix, Profile, Release
@@ -31,6 +31,8 @@ class Verdict:
     notes: tuple[str, ...] = ()
     # what lets it run: "full support", "minor-version compatibility" or FORWARD (see .admission); "" when it cannot
     mechanism: str = ""
+    # per runtime mode (legacy, cdi) whether it runs and how, when the two modes disagree; empty when they agree
+    modes: tuple[tuple[str, bool, str], ...] = ()
 
 
 LockOf = Callable[[Profile], LockedCuda | None]  # the CUDA a profile's applying lock installs (None: no lock)
@@ -65,15 +67,15 @@ def driver_verdict(toolkit: CudaToolkit, driver: str, who: str = "") -> tuple[li
             f" (full support from {t.min_driver})"], []
 
 
-def node_verdict(profile: Profile, toolkit: CudaToolkit, driver: str,
-                 gpu: Gpu | None, host: str | None = None) -> tuple[list[str], list[str], str]:
+def node_verdict(profile: Profile, toolkit: CudaToolkit, driver: str, gpu: Gpu | None,  # noqa: PLR0913
+                 host: str | None = None, runtime: Runtime = "legacy") -> tuple[list[str], list[str], str]:
     """``(reasons, notes, mechanism)`` for ``profile`` on ``driver`` (and ``gpu``), ``toolkit`` the CUDA its code needs
     (its lock's): first whether the host's CPU (``host``, ``uname -m``: the node's or ``--arch``, else the GPU's
     fixed host) runs one of the image's platforms, then whether the container runtime starts the image and on which
     libcuda (by the image's own CUDA: :func:`~.admission.admission`), then that libcuda against ``toolkit``'s floors,
     the GPU's driver list and its binary compatibility."""
     reasons_host = host_reasons(profile, host, gpu)
-    entry = admission(profile.toolkit, driver, gpu)
+    entry = admission(profile.toolkit, driver, gpu, runtime)
     reasons, notes = ([entry.why], []) if entry.mechanism == "refused" else ([], [])
     if entry.driver is not None:
         forward = entry.mechanism == "forward"
@@ -150,24 +152,48 @@ def profile_verdict(profile: Profile, driver: str, gpu: Gpu | None,
     return reasons, notes
 
 
-def profile_mechanism(profile: Profile, driver: str, gpu: Gpu | None,
-                      lock_of: LockOf | None = None, host: str | None = None) -> tuple[list[str], list[str], str]:
-    """:func:`profile_verdict` and what lets the profile run (``""`` when it cannot)."""
+def profile_mechanism(profile: Profile, driver: str, gpu: Gpu | None,  # noqa: PLR0913
+                      lock_of: LockOf | None = None, host: str | None = None,
+                      runtime: Runtime = "legacy") -> tuple[list[str], list[str], str]:
+    """:func:`profile_verdict` and what lets the profile run (``""`` when it cannot), under ``runtime``."""
     toolkit, notes = runtime_toolkit(profile, lock_of(profile)) if lock_of else (profile.toolkit, [])
-    reasons, more, mechanism = node_verdict(profile, toolkit, driver, gpu, host)
+    reasons, more, mechanism = node_verdict(profile, toolkit, driver, gpu, host, runtime)
     return reasons, notes + more, mechanism
 
 
-def node_verdicts(profiles: list[Profile], driver: str, gpu: Gpu | None,
-                  lock_of: LockOf | None = None, host: str | None = None) -> list[Verdict]:
+RuntimeChoice = Runtime | Literal["both"]
+
+
+def node_verdicts(profiles: list[Profile], driver: str, gpu: Gpu | None,  # noqa: PLR0913
+                  lock_of: LockOf | None = None, host: str | None = None,
+                  runtime: RuntimeChoice = "both") -> list[Verdict]:
     """A verdict per profile for a node with ``driver``, optionally ``gpu`` and its CPU ``host`` (``uname -m``; else
-    the GPU's fixed host); raises InputError for a bad driver version."""
+    the GPU's fixed host), under the container runtime's ``runtime`` mode; ``both`` judges legacy and jit-cdi and
+    gives one verdict where they agree, both (each reason and note prefixed with its mode, ``ok`` only when both
+    run it) where they differ.  Raises InputError for a bad driver version."""
     check_driver(driver, "--driver")
+    modes: tuple[Runtime, ...] = RUNTIMES if runtime == "both" else (runtime,)
     out = []
     for profile in profiles:
-        reasons, notes, mechanism = profile_mechanism(profile, driver, gpu, lock_of, host)
-        out.append(Verdict(profile.name, not reasons, tuple(reasons), tuple(notes), mechanism))
+        each = [(mode, *profile_mechanism(profile, driver, gpu, lock_of, host, mode)) for mode in modes]
+        out.append(_merged(profile.name, each))
     return out
+
+
+def _merged(name: str, each: list[tuple[Runtime, list[str], list[str], str]]) -> Verdict:
+    """One verdict from each mode's ``(mode, reasons, notes, mechanism)``: where the modes agree on the reasons and
+    the mechanism, one verdict (a note only one mode has is prefixed with it); else both, each reason prefixed
+    (pure)."""
+    _, reasons, notes, mechanism = each[0]
+    label = {mode: RUNTIME_LABELS[mode].split(" (")[0] for mode, *_ in each}
+    common = [n for n in notes if all(n in ns for _, _, ns, _ in each)]
+    own = [f"{label[mode]}: {n}" for mode, _, ns, _ in each for n in ns if n not in common]
+    if all((r, m) == (reasons, mechanism) for _, r, _, m in each[1:]):
+        return Verdict(name, not reasons, tuple(reasons), tuple(common + own), mechanism)
+    reasons = [f"{label[mode]}: {r}" for mode, rs, _, _ in each for r in rs]
+    mechanism = "; ".join(f"{label[mode]}: {m or 'cannot run'}" for mode, _, _, m in each)
+    modes = tuple((mode, not rs, m) for mode, rs, _, m in each)
+    return Verdict(name, not reasons, tuple(reasons), tuple(common + own), "" if reasons else mechanism, modes)
 
 
 @dataclass(frozen=True)

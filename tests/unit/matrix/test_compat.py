@@ -6,7 +6,8 @@ from imagectl.matrix.names import list_profiles
 
 
 def verdicts(matrix, driver, gpu=None):
-    return {v.profile: v for v in node_verdicts(list_profiles(matrix), driver, gpu_arch(gpu, matrix) if gpu else None)}
+    return {v.profile: v for v in node_verdicts(list_profiles(matrix), driver, gpu_arch(gpu, matrix) if gpu else None,
+                                                 runtime="legacy")}
 
 
 def test_driver_floor(matrix):

@@ -125,11 +125,18 @@ def shipped(request):
 @pytest.mark.parametrize("segment, brand", [("datacenter", "tesla"), ("datacenter", "nvidia"),
                                             ("consumer", "geforce"), ("consumer", "geforcertx")])
 def test_the_rendered_requirement_admits_exactly_what_compat_calls_compatible(shipped, driver, segment, brand):
+    """Legacy mode: what the runtime starts is what compat calls compatible -- except a consumer GPU that NVIDIA's
+    pre-12.6 images admit (geforce brands) on a forward-compatible branch: the runtime starts it and CUDA then fails
+    with error 804, so compat refuses it and says so."""
     matrix, locks = shipped
     for profile in list_profiles(matrix):
         gpu = cubin_gpu(profile, segment)
-        verdict = node_verdicts([profile], driver, gpu, locks)[0]
+        verdict = node_verdicts([profile], driver, gpu, locks, runtime="legacy")[0]
         admitted = runtime_admits(image_env(profile), driver, brand)
+        if admitted and not verdict.ok and segment == "consumer":
+            assert "error 804" in " ".join(verdict.reasons), (profile.name, driver, verdict.reasons)
+            assert "brand=geforce," in image_env(profile)["NVIDIA_REQUIRE_CUDA"]
+            continue
         assert verdict.ok is admitted, (profile.name, driver, brand, verdict.reasons, image_env(profile))
 
 
@@ -157,7 +164,7 @@ def test_the_cases_of_the_issue(shipped, name, driver, brand, runs, why):
     assert "NVIDIA_DISABLE_REQUIRE" not in dockerfile
     assert runtime_admits({"NVIDIA_REQUIRE_CUDA": rendered}, driver, brand) is runs
     segment = "datacenter" if brand == "tesla" else "consumer"
-    assert node_verdicts([profile], driver, cubin_gpu(profile, segment), locks)[0].ok is runs
+    assert node_verdicts([profile], driver, cubin_gpu(profile, segment), locks, runtime="legacy")[0].ok is runs
 
 
 def test_the_images_requirement_is_nvidia_s_own_for_the_release(shipped):
@@ -207,6 +214,6 @@ def test_the_entry_script_agrees_with_compat_on_every_driver(shipped, tmp_path, 
     profile = resolve_profile(name, matrix)
     script = context_files(ImageSpec(profile), Config())["imagectl-entry.sh"].decode()
     for driver in DRIVERS:
-        verdict = node_verdicts([profile], driver, None, locks)[0]
+        verdict = node_verdicts([profile], driver, None, locks, runtime="legacy")[0]
         expected = COMPAT_SAYS[verdict.mechanism] if verdict.ok else "refused"
         assert entry_says(script, driver, tmp_path) == expected, (name, driver, verdict)
