@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -90,27 +91,32 @@ def fake_engine(monkeypatch):
 def test_build_says_unverified_and_missing_companions_before_it_starts(run_cli, fake_engine):
     r = run_cli("build", "--plan", UNVERIFIED)
     notes = [line for line in r.err.splitlines() if line.startswith("note: ")]
-    assert notes[:2] == [
+    assert notes[:1] == [
         f"note: {UNVERIFIED}: unverified: no source for its cuDNN, NCCL and pins: cu130 is \"Stable, available via"
         " download.pytorch.org\" per RFC #190385 (open) [rfc]; its cuDNN is \"TBD\" there and the release/2.15"
         " matrix script is not readable.",
-        f"note: {UNVERIFIED}: companions: none released for torch 2.15 yet (torchvision, torchaudio)",
     ]
     assert r.err.index(notes[0]) == 0  # before anything else the build says
+    assert not any("companions:" in line for line in notes)  # 2.15 has torchvision 0.29.2, torchaudio 2.11.1
+    r14 = run_cli("build", "--plan", "torch-2.14-cu132")
+    assert "note: torch-2.14-cu132: companions: no torchaudio release for torch 2.14" in r14.err
 
 
 # --- item 8: the newest line -------------------------------------------------------------------------------
 
 
-def test_companions_none_released_for_the_newest_line(shipped_matrix, run_cli):
+def test_companions_of_the_newest_line(shipped_matrix, run_cli):
     newest = resolve_profile("torch-2.15-cu132", shipped_matrix)
-    assert companion_note(newest) == "none released for torch 2.15 yet (torchvision, torchaudio)"
-    assert profile_notes(newest) == ["companions: none released for torch 2.15 yet (torchvision, torchaudio)"]
+    assert companion_note(newest) is None and profile_notes(newest) == []
+    bare = replace(newest, release=replace(newest.release, companions=()))  # as 2.15.0 was until issue 34
+    assert companion_note(bare) == "none released for torch 2.15 yet (torchvision, torchaudio)"
+    assert profile_notes(bare) == ["companions: none released for torch 2.15 yet (torchvision, torchaudio)"]
     assert companion_note(resolve_profile("torch-2.14-cu130", shipped_matrix)) == "no torchaudio release for torch 2.14"
     assert companion_note(resolve_profile("torch-2.9-cu128", shipped_matrix)) is None
     text = run_cli("show", "torch-2.15-cu132").out
-    assert re.search(r"(?m)^companions +none released for torch 2.15 yet \(torchvision, torchaudio\)$", text)
-    assert json.loads(run_cli("show", "torch-2.15-cu132", "--json").out)["companions"] == {}
+    assert re.search(r"(?m)^companions +torchaudio==2.11.1 torchvision==0.29.2$", text)
+    shown = json.loads(run_cli("show", "torch-2.15-cu132", "--json").out)["companions"]
+    assert shown == {"torchvision": "0.29.2", "torchaudio": "2.11.1"}
 
 
 def test_numpy_is_in_every_torch_lock(shipped_matrix):
