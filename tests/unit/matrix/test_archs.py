@@ -112,6 +112,25 @@ def test_runtime_toolkit_follows_the_lock(shipped_matrix):
     assert runtime_toolkit(torch, None) == (torch.toolkit, [])
 
 
+def test_an_undeclared_newer_runtime_gets_the_floor_of_the_newest_release_below_it(shipped_matrix):
+    """A JAX cuda13 lock made in November 2026 installs nvidia-cuda-runtime 13.5.37 (CUDA 13.5): without a
+    [cuda."13.5"] table it is judged by the newest declared 13.x below it, never by the nominal 13.0."""
+    jax = resolve_profile("jax-0.12-cuda13", shipped_matrix)
+    assert jax.toolkit.version == "13.0"
+    toolkits = {key: shipped_matrix.cuda[key] for key in ("12.9", "13.0", "13.2")}
+    locked = locked_cuda({"nvidia-cuda-runtime": "13.5.37"}, toolkits)
+    assert (locked.cuda, locked.toolkit, locked.below.version) == ("13.5", None, "13.2")
+    toolkit, notes = runtime_toolkit(jax, locked)
+    assert toolkit.version == "13.2" and toolkit.min_driver == shipped_matrix.cuda["13.2"].min_driver
+    assert "judged by CUDA 13.2, the newest declared release below it" in notes[0]
+    assert "lower bound of CUDA 13.5's (not recorded)" in notes[0]
+    only_nominal = locked_cuda({"nvidia-cuda-runtime": "13.5.37"}, {"13.0": shipped_matrix.cuda["13.0"]})
+    toolkit, notes = runtime_toolkit(jax, only_nominal)   # nothing newer declared: the nominal, as before
+    assert toolkit.version == "13.0" and "judged by the nominal CUDA 13.0" in notes[0]
+    declared = locked_cuda({"nvidia-cuda-runtime": "13.2.86"}, toolkits)
+    assert declared.toolkit.version == "13.2" and declared.below is None
+
+
 def test_ptx_needs_a_driver_with_full_support(shipped_matrix):
     """A GPU newer than every cubin runs the build's PTX only if the driver can JIT it: not under minor-version
     compatibility, whose driver predates the PTX."""
