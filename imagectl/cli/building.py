@@ -32,6 +32,8 @@ from ..reference import parse_reference
 from ..requirements import check_requirement, read_requirements
 from .app import echo_json, profile_argument, python_option, workspace
 from .build_views import build_document, plan_document, plan_table, summary_table
+from .advisory_views import gate_build
+from ..advisories.snapshot import known_advisories
 from .finding_views import format_findings
 from .printable import printable, say
 
@@ -141,6 +143,7 @@ def cmd_build(ctx: click.Context, names: tuple[str, ...], build_all: bool, jobs:
     profiles = list_profiles(ws.matrix) if build_all else [ws.profile(n, python) for n in names]
     for note in (f"note: {p.name}: {n}" for p in profiles for n in profile_notes(p)):
         click.echo(note, err=True)  # an unverified build, companions not released: said before it starts
+    gate_build(profiles, ws.config, known_advisories(ws.config), say)  # warns; [advisories] fail_on: exit 1 here
     options = BuildOptions(extras=extras, base=base, suffix=suffix, force=force, no_cache=no_cache,
                            gpu_check=gpu_check)
     engine, secrets = engine_for(ws.config), ws.config.secret_values

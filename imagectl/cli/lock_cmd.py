@@ -194,5 +194,26 @@ def _check(ws: Workspace, framework: str | None) -> int:
                 *missing_locks(profiles, ws.config)]
     for problem in problems:
         say(f"imagectl: lock --check: {problem}", ws.config.secret_values)
-    click.echo(f"{len(paths)} lock files checked, {len(problems)} problems", err=True)
-    return 1 if problems else 0
+    marked, refused = _advisories(ws, paths)
+    click.echo(f"{len(paths)} lock files checked, {len(problems)} problems"
+               + (f", {marked} carry advisories" if marked else "")
+               + (f", {refused} refused by [advisories] fail_on" if refused else ""), err=True)
+    return 1 if problems or refused else 0
+
+
+def _advisories(ws: Workspace, paths: list[Path]) -> tuple[int, int]:
+    """One ``advisory`` line per finding of each lock file at ``paths``; ``(locks that carry one, findings that
+    [advisories] fail_on refuses)``: only those change the exit status (an advisory is upstream's fact about a
+    release, not drift of the lock)."""
+    from ..advisories.gate import gate_hits
+    from ..advisories.snapshot import known_advisories
+
+    known, marked, refused = known_advisories(ws.config), 0, 0
+    for path in paths:
+        found = known.findings(read_lock(path).versions)
+        hits = gate_hits(found, ws.config.advisories_fail_on)
+        for f in found:
+            say(f"imagectl: lock --check: {path}: advisory {f.line()}" + (" (refused by [advisories] fail_on)"
+                                                                         if f in hits else ""))
+        marked, refused = marked + bool(found), refused + len(hits)
+    return marked, refused

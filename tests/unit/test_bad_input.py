@@ -55,6 +55,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "bases": ("bases", "status", PROFILE),
     "rebuild": ("rebuild", PROFILE, "--compare"),
     "verify": ("verify", PROFILE),
+    "advisories": ("advisories", "list"),
     "index": ("index", PROFILE, "--platforms", "linux/amd64"),
 }
 
@@ -307,6 +308,18 @@ CASES: dict[str, Case] = {
     "build-extra-conflicts-with-the-lock": Case(("build", PROFILE, "--extra", "torch==2.4.0"), code=2,
                                                 line=r"^imagectl: .*torch==2\.4\.0.*torch==2\.3\.1"),
     "lock-check-unknown-framework": Case(("lock", "--check", "--framework", "nope"), code=2),
+    "advisories-record-not-json": Case(("advisories", "list"), World({
+        "imagectl.toml": '[paths]\nadvisories = ["adv"]\n', "adv/torch/X-1.json": "{not json"}), code=2,
+        line=r"^imagectl: .*adv/torch/X-1\.json: not a JSON OSV record"),
+    "advisories-record-bad-range": Case(("show", PROFILE), World({
+        "imagectl.toml": '[paths]\nadvisories = ["adv"]\n', "adv/X-2.json": '{"id": "X-2", "affected": [{"package": '
+        '{"ecosystem": "PyPI", "name": "torch"}, "ranges": [{"type": "ECOSYSTEM", "events": [{"fixed": "two"}]}]}]}'}),
+        code=2, line=r"^imagectl: .*adv/X-2\.json: affected\[0\]\.ranges\[0\]: 'two' is not a PEP 440 version$"),
+    "advisories-sync-from-nowhere": Case(("advisories", "sync", "--from", "{empty}/nope", "-o", "{empty}/out"), code=2,
+                                         line=r"^imagectl: --from .*nope: not a folder of OSV records"),
+    "advisories-sync-from-ftp": Case(("advisories", "sync", "--from", "ftp://x/all.zip", "-o", "{empty}/out"), code=2),
+    "config-fail-on-unknown-severity": Case(("build", PROFILE), with_config('[advisories]\nfail_on = "severe"\n'),
+                                            code=2, line=r"^imagectl: .*\[advisories\] fail_on: expected a severity"),
     "lock-system-with-check": Case(("lock", PROFILE, "--system", "--check"), code=2),
     "lock-system-with-all": Case(("lock", "--all", "--system"), code=2),
     "lock-system-with-as-of": Case(("lock", PROFILE, "--system", "--as-of", "latest"), code=2),

@@ -137,7 +137,7 @@ def test_shipped_arm64_locks_match_the_pypi_builds_with_arm64(shipped_matrix):
 
 def test_list_has_a_platforms_column_and_filter(run_cli):
     every = run_cli("list")
-    assert every.code == 0 and every.out.splitlines()[0].split()[-2:] == ["PLATFORMS", "LOCK"]
+    assert every.code == 0 and every.out.splitlines()[0].split()[-3:] == ["PLATFORMS", "ADVISORIES", "LOCK"]
     arm = run_cli("list", "--platform", "linux/arm64", "--json")
     rows = json.loads(arm.out)
     assert rows and all("linux/arm64" in r["platforms"] for r in rows)
@@ -145,7 +145,7 @@ def test_list_has_a_platforms_column_and_filter(run_cli):
     assert "torch-2.15-cu132" in names and "jax-0.12-cuda12" in names
     assert "torch-2.10-cu128" not in names and "torch-2.15-cu130" not in names
     table = run_cli("list", "--platform", "arm64").out.splitlines()
-    assert len(table) == len(rows) + 1 and all(line.split()[-2] == "amd64,arm64" for line in table[1:])
+    assert len(table) == len(rows) + 1 and all(line.split()[-3] == "amd64,arm64" for line in table[1:])
     bad = run_cli("list", "--platform", "windows/amd64")
     assert bad.code == 2 and bad.err.startswith("imagectl: --platform 'windows/amd64'") and bad.out == ""
 
