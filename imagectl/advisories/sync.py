@@ -107,14 +107,17 @@ def archive_commit(data: bytes) -> str | None:
 
 
 def folder_commit(root: Path) -> str | None:
-    """The commit checked out in ``root`` when it is a git work tree (``git rev-parse HEAD``), else None."""
+    """The commit checked out in ``root`` when it is the top of a git work tree (a checkout of the database, not a
+    folder inside another repository), else None."""
     try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=30, check=False)
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
+                             text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    head = out.stdout.strip()
-    return head if out.returncode == 0 and _COMMIT.fullmatch(head) else None
+    top, _, head = out.stdout.strip().partition("\n")
+    if out.returncode != 0 or Path(top).resolve() != root.resolve():
+        return None
+    return head if _COMMIT.fullmatch(head) else None
 
 
 def download(url: str, timeout: float | None) -> bytes:
