@@ -3,6 +3,7 @@ and lines (see :mod:`imagectl.advisories`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from ..advisories.gate import describe_fail_on, gate_hits
@@ -11,6 +12,7 @@ from ..advisories.match import Finding
 from ..advisories.snapshot import Advisories
 from ..config import Config
 from ..errors import OperationError
+from ..matrix.compat import Verdict
 from ..matrix.model import Profile
 
 
@@ -75,3 +77,18 @@ def _row_line(row: dict[str, Any]) -> str:
     extra = ", ".join(row["aliases"]) + (f"; {row['severity']}" if row["severity"] else "")
     fix = f"fixed in {row['fixed']}" if row["fixed"] else "no fixed release"
     return f"{row['id']}{f' ({extra})' if extra else ''}: {row['package']} {row['version']}, {fix}"
+
+
+def compat_marks(profiles: Sequence[Profile], verdicts: Sequence[Verdict], config: Config) -> dict[str, list[Finding]]:
+    """The findings (worst first) of each profile ``verdicts`` names."""
+    from ..advisories.snapshot import known_advisories
+
+    known, named = known_advisories(config), {v.profile for v in verdicts}
+    return {p.name: worst_first(profile_findings(p, config, known), p.framework.package)
+            for p in profiles if p.name in named}
+
+
+def with_advisory_notes(verdicts: Sequence[Verdict], marks: dict[str, list[Finding]]) -> list[Verdict]:
+    """``verdicts``, each affected one with a note ``advisories: CVE-2025-32434(torch>=2.6.0)+15``."""
+    return [replace(v, notes=(*v.notes, f"advisories: {advisory_cell(marks[v.profile])}")) if marks.get(v.profile)
+            else v for v in verdicts]

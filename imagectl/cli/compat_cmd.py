@@ -15,6 +15,7 @@ from ..errors import InputError
 from ..nvidia_smi import read_machine, read_node, read_runtime_mode
 from .app import check_framework, echo_json, framework_option, json_option, workspace
 from .compat_views import compat_rows, compat_table
+from .advisory_views import compat_marks, finding_rows, with_advisory_notes
 
 
 @click.command("compat")
@@ -61,10 +62,11 @@ def cmd_compat(ctx: click.Context, driver: str | None, gpu: str | None,  # noqa:
             if v.ok:
                 firsts.setdefault(by_name[v.profile].framework.name, v)
         verdicts = list(firsts.values())
+    marks = compat_marks(profiles, verdicts, ws.config)  # the advisories of each listed profile
     if as_json:
-        echo_json(compat_rows(verdicts))
+        echo_json([{**row, "advisories": finding_rows(marks[row["name"]])} for row in compat_rows(verdicts)])
         return 0
-    for line in compat_table(verdicts, show_all):
+    for line in compat_table(with_advisory_notes(verdicts, marks), show_all):
         click.echo(line)
     good = sum(v.ok for v in verdicts)
     on_gpu = (f" on {gpu}" if gpu else "") + (f" ({machine} host)" if machine else "")

@@ -161,3 +161,12 @@ def test_a_malformed_record_is_one_line_naming_its_file_exit_2(run_cli, tmp_path
     assert not (tmp_path / "out").exists()
     with pytest.raises(MatrixError, match="bad.json: the OSV record has no id"):
         parse_record({"affected": []}, "bad.json")
+
+
+def test_compat_marks_affected_profiles(run_cli):
+    rows = {r["name"]: r for r in json.loads(run_cli("compat", "--driver", "550.54.15", "--gpu", "H100", "--json").out)}
+    old = next(a for a in rows["torch-2.3-cu121"]["advisories"] if a["id"] == "CVE-2025-32434")
+    assert old["fixed"] == "2.6.0"
+    assert "CVE-2025-32434" not in {a["id"] for a in rows["torch-2.6-cu124"]["advisories"]}
+    table = run_cli("compat", "--driver", "550.54.15", "--gpu", "H100").out
+    assert "advisories: CVE-2025-32434(torch>=2.6.0)" in table
