@@ -5,15 +5,10 @@ from __future__ import annotations
 import platform
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10
-    import tomli as tomllib
-
 from .errors import InputError, OperationError
+from .tomlfile import load_toml
 
 
 def read_node(nvidia_smi: str = "nvidia-smi") -> tuple[str, str | None, str | None]:
@@ -45,9 +40,8 @@ def read_runtime_mode(path: Path = RUNTIME_CONFIG) -> str:
     runs jit-cdi since toolkit 1.18 while ``docker --gpus`` stays legacy, so both can happen on one node).  Never
     raises: a file it cannot read is ``both``."""
     try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except (OSError, ValueError):
+        data = load_toml(path)
+    except InputError:  # unreadable or not TOML
         return "both"
     section = data.get("nvidia-container-runtime", {})
     mode = section.get("mode") if isinstance(section, dict) else None

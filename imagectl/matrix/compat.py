@@ -318,12 +318,13 @@ def check_combination(combo: Combination, matrix: Matrix,
 
 def _node_checks(combo: Combination, matrix: Matrix, profile: Profile,
                  lock_of: LockOf | None) -> tuple[list[str], list[str]]:
-    """(reasons, notes) of ``check``'s ``driver=`` and ``gpu=`` items for the profile it resolved."""
-    toolkit, notes = runtime_toolkit(profile, lock_of(profile)) if lock_of else (profile.toolkit, [])
+    """(reasons, notes) of ``check``'s ``driver=`` and ``gpu=`` items for the profile it resolved: with a driver, the
+    verdict ``compat`` gives (both runtime modes, :func:`node_verdicts`)."""
     gpu = find_gpu(combo.gpu, matrix) if combo.gpu else None
     if combo.driver:
-        reasons, more, _ = node_verdict(profile, toolkit, combo.driver, gpu)
-        return reasons, notes + more
+        verdict = node_verdicts([profile], combo.driver, gpu, lock_of)[0]
+        return list(verdict.reasons), list(verdict.notes)
+    toolkit, notes = runtime_toolkit(profile, lock_of(profile)) if lock_of else (profile.toolkit, [])
     if gpu is None:
         return [], notes
     reasons, more = arch_verdict(profile, gpu, None, toolkit)
