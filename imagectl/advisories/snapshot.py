@@ -56,8 +56,12 @@ def read_record(path: Path) -> Advisory | None:
 
 
 def record_files(directory: Path) -> list[Path]:
-    """The ``*.json`` files under ``directory`` (any depth, sorted); none for a folder that is not there."""
-    return sorted(p for p in directory.rglob("*.json") if p.is_file()) if directory.is_dir() else []
+    """The ``*.json`` files under ``directory`` (any depth, sorted); none for a folder that is not there; raises
+    MatrixError naming the folder when it cannot be looked at (a parent the user may not enter)."""
+    try:
+        return sorted(p for p in directory.rglob("*.json") if p.is_file()) if directory.is_dir() else []
+    except OSError as exc:
+        raise MatrixError(f"{directory}: cannot read the advisories folder: {exc.strerror or exc}") from None
 
 
 def load_advisories(dirs: Sequence[Path]) -> Advisories:

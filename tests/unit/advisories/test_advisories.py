@@ -14,7 +14,7 @@ import imagectl.lock.verify
 from imagectl.advisories.gate import gate_hits
 from imagectl.advisories.match import findings, range_affects
 from imagectl.advisories.record import Event, parse_record
-from imagectl.advisories.snapshot import known_advisories, load_advisories
+from imagectl.advisories.snapshot import known_advisories, load_advisories, record_files
 from imagectl.config import Config
 from imagectl.errors import MatrixError
 from imagectl.lock.store import read_lock
@@ -170,3 +170,17 @@ def test_compat_marks_affected_profiles(run_cli):
     assert "CVE-2025-32434" not in {a["id"] for a in rows["torch-2.6-cu124"]["advisories"]}
     table = run_cli("compat", "--driver", "550.54.15", "--gpu", "H100").out
     assert "advisories: CVE-2025-32434(torch>=2.6.0)" in table
+
+
+def test_an_advisories_folder_that_cannot_be_looked_at_is_one_line_naming_it(tmp_path, monkeypatch):
+    """A team folder under a parent the user may not enter (EACCES; root passes any mode bits, so the OS error is
+    raised by a stand-in walk): one MatrixError naming the folder, not a traceback."""
+    folder = tmp_path / "team"
+    folder.mkdir()
+
+    def denied(self, pattern):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(type(folder), "rglob", denied)
+    with pytest.raises(MatrixError, match=r"team: cannot read the advisories folder: Permission denied"):
+        record_files(folder)
