@@ -40,7 +40,7 @@ def gate_build(profiles: Sequence[Profile], config: Config, known: Advisories,
     for profile in profiles:
         found = worst_first(profile_findings(profile, config, known), profile.framework.package)
         if found:
-            warn(f"warning: {profile.name}: {len(found)} advisories: "
+            warn(f"imagectl: warning: {profile.name}: {len(found)} advisories: "
                  + ", ".join(f.id + (f" ({f.package}>={f.fixed})" if f.fixed else f" ({f.package}, no fix)")
                              for f in found))
         hits = gate_hits(found, config.advisories_fail_on)

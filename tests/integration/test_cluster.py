@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -87,9 +88,11 @@ def test_the_image_states_the_nvidia_runtime_env_and_runs_a_shell_without_a_comm
     assert config["Entrypoint"] == ["/bin/sh", "/opt/imagectl/entry.sh"] and not config.get("Cmd")
     env = dict(item.split("=", 1) for item in config["Env"])
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
-    # NVIDIA's own requirement for CUDA 12.1.1: cuda>=12.1, or R470/R525 on a data-center or professional brand
-    assert env["NVIDIA_REQUIRE_CUDA"].startswith("cuda>=12.1 brand=unknown,driver>=470,driver<471 brand=grid,")
-    assert "brand=cloudgaming,driver>=525,driver<526" in env["NVIDIA_REQUIRE_CUDA"]
+    # NVIDIA's own requirement for CUDA 12.1.1, exactly as its image carries it: cuda>=12.1, or R470/R525 on the
+    # brands of that image (tests/unit/matrix/golden/require_cuda/12.1.1.txt cites the Dockerfile it was read from)
+    golden = Path(__file__).resolve().parents[1] / "unit" / "matrix" / "golden" / "require_cuda" / "12.1.1.txt"
+    assert env["NVIDIA_REQUIRE_CUDA"] == golden.read_text().strip()
+    assert "brand=tesla,driver>=525,driver<526" in env["NVIDIA_REQUIRE_CUDA"]
     assert "CUDA_HOME" not in env  # not a devel flavour
     assert run(docker_client, image, None, driver="550.54.15") == (0, "", "")  # bash, stdin closed: exits 0
 

@@ -107,7 +107,7 @@ def test_fail_on_stops_a_build_before_any_engine(run_cli, tmp_path, monkeypatch)
     refused = run_cli("build", "torch-2.3.1-cu121")
     last = refused.err.splitlines()[-1]
     assert refused.code == 1 and "refuses torch-2.3.1-cu121 (CVE-2025-32434)" in last, refused.err
-    assert "warning: torch-2.3.1-cu121:" in refused.err and "CVE-2025-32434 (torch>=2.6.0)" in refused.err
+    assert "imagectl: warning: torch-2.3.1-cu121:" in refused.err and "CVE-2025-32434 (torch>=2.6.0)" in refused.err
 
 
 def test_the_gate_takes_a_severity_or_ids():
