@@ -29,13 +29,15 @@ NODE_RUNTIMES = ("auto", "both", "legacy", "cdi")  # [node] runtime: the contain
 INSTALLS = ("assembled", "pip")  # [build] install: how the lock's wheels reach the image (imagectl.engine.features)
 MAX_MIN_AGE_DAYS = 36500  # prune's age floor ([tags] prune_min_age_days, --min-age-days): 100 years at most
 MAX_REGISTRY_TIMEOUT_S = 3600  # [registry] and [pip] timeout: the deadline of one request, an hour at most
+MAX_REFERRERS = 100_000  # [registry] max_referrers: the most referrers bases sync and import copy per image
 _ENV_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 # section -> key -> (kind, Config field): the one declaration of every key imagectl reads.
 SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "registry": {"url": ("host", "registry_url"), "namespace": ("namespace", "namespace"),
                  "insecure": ("bool", "insecure"), "timeout": ("seconds", "registry_timeout"),
-                 "compression": ("compression", "registry_compression")},
+                 "compression": ("compression", "registry_compression"),
+                 "max_referrers": ("referrers", "max_referrers")},
     "pip": {"index_url": ("index", "pip_index_url"), "extra_index_urls": ("indexes", "pip_extra_index_urls"),
             "trusted_hosts": ("hosts", "pip_trusted_hosts"), "timeout": ("seconds", "pip_timeout")},
     "apt": {"mirror": ("url", "apt_mirror"), "snapshot": ("snapshot", "apt_snapshot")},
@@ -65,6 +67,8 @@ class Config:
     insecure: bool = False
     registry_timeout: float | None = None  # seconds per registry request; None: the registry client's default
     registry_compression: str = "gzip"  # COMPRESSIONS: of pushed layers (zstd: containerd 1.5+, Docker 23+)
+    # the most referrers (attestations, signatures) bases sync and import read and copy per image; the rest is left
+    max_referrers: int = 1000
     mirrors: Mapping[str, str] = field(default_factory=dict)
     pip_index_url: str | None = None
     pip_extra_index_urls: tuple[str, ...] = ()
@@ -207,7 +211,7 @@ def _from_env(text: str, kind: str) -> Any:
             return float(text.strip())
         except ValueError:
             return text
-    if kind in ("int", "days"):  # text that is no number stays text, which _as_int refuses
+    if kind in ("int", "days", "referrers"):  # text that is no number stays text, which _as_int refuses
         try:
             return int(text.strip())
         except ValueError:
@@ -426,6 +430,7 @@ _CONVERTERS = {
     "bool": _as_bool,
     "int": _as_int,
     "days": lambda v, b: _as_int(v, b, MAX_MIN_AGE_DAYS),
+    "referrers": lambda v, b: _as_int(v, b, MAX_REFERRERS),
     "seconds": _as_seconds,
     "url": lambda v, b: check_url(v),
     "index": lambda v, b: check_url(v, credentials=True),
