@@ -5,14 +5,22 @@ would choose them on the image's platform, and be the very bytes the lock hashes
 
 - :func:`supported_tags` lists the wheel tags CPython ``X.Y`` accepts on a lock's platform (``x86_64-manylinux_2_28``),
   in pip's order, from the platform string alone (never from the running machine);
-- :func:`pick_wheel` takes, of one project's files on the index, the wheel of the locked version whose sha256 the
-  lock allows and whose best tag comes first in that order;
+- :func:`pick_wheel` takes, of one project's files on the index, the wheel of the locked version whose best tag
+  comes first in that order, among those the index lists with one of the lock's sha256 or with none at all;
 - :func:`fetch_wheels` lists each project once, picks its file and downloads it, a few at a time.
+
+An index need not list hashes: a team's static folder of wheels (``python -m http.server``, nginx, ``dir2pi`` pages)
+links its files without a ``#sha256=`` fragment.  As pip with ``--require-hashes`` does, such a file is chosen by its
+name (the lock's name and version, the best tag), and its bytes must then hash to one of the lock's sha256
+(:func:`expected_sha256`); a file the index lists with a sha256 must have that one, which the lock holds.  Where the
+index lists one file of a release with a lock's sha256 and another without any, the listed one wins, as in pip.
 
 The cache is ``cache_dir/<sha256>/<file name>``.  A cached file is hashed again before it is used; one that does not
 match its name is replaced by a fresh download (written over, not deleted first: a process that has just put the
-right bytes there never loses them).  A download streams into a uniquely named temporary file next to its place,
-hashed as it comes, and is renamed into place only when its sha256 is the lock's; on any failure it is removed.
+right bytes there never loses them).  A download streams into a uniquely named temporary file in ``cache_dir``,
+hashed as it comes, and is renamed into place (the folder of its sha256) only when that sha256 is one the file may
+have; on any failure it is removed.  Nothing but a verified file ever leaves this module: the layers are written from
+those.
 
 Deadlines: listing a project is an index request like any other (the ``[pip] timeout`` for all of it,
 :mod:`imagectl.pypi.transport`).  A wheel has no size bound (torch's is 780 MB), so its download is not held to that
@@ -113,28 +121,46 @@ def pick_wheel(
     files: Iterable[DistFile], package: LockedPackage, tags: Sequence[Tag], *, index_url: str = ""
 ) -> DistFile:
     """The file of ``files`` (one project's, as the index lists them) to install for ``package``: a wheel of its name
-    and version whose index sha256 is one of the lock's and whose best tag comes earliest in ``tags``; among equals,
-    the higher build number, then the index's order.  ``index_url`` only names the index in the error.
+    and version that the index lists with one of the lock's sha256 or with no sha256 at all, as pip's
+    ``--require-hashes`` takes it.  One listed with a lock's sha256 beats one listed without (pip's order too); then
+    the best tag, the one earliest in ``tags``; then the higher build number, then the index's order.  A file the
+    index lists with another sha256 is never taken.  What the download must hash to: :func:`expected_sha256`.
+    ``index_url`` only names the index in the error.
 
     Raises:
-        BuildError: (step ``build``) no file fits; the line says why (sdists only, other platforms, files the index
-            lists without a sha256).
+        BuildError: (step ``build``) no file fits; the line says why (the lock gives no sha256, no listed file has
+            one of the lock's, sdists only, other platforms).
     """
     files = tuple(files)
     rank: dict[Tag, int] = {}
     for position, tag in enumerate(tags):
         rank.setdefault(tag, position)
     allowed = set(package.hashes)
-    locked = [f for f in files if f.hashes.get("sha256") in allowed]
-    scored = [(score, f) for f in locked if (score := _score(f, package, rank)) is not None]
+    usable = [f for f in files if allowed and (_listed_sha256(f) in allowed or _listed_sha256(f) is None)]
+    scored = [(score, f) for f in usable if (score := _score(f, package, rank, allowed)) is not None]
     if not scored:
-        raise BuildError(_no_wheel_line(files, package, len(locked), tags, index_url), "build")
+        raise BuildError(_no_wheel_line(files, package, tags, index_url), "build")
     return max(scored, key=lambda pair: pair[0])[1]  # max keeps the first of equals: the index's order
 
 
-def _score(file: DistFile, package: LockedPackage, rank: Mapping[Tag, int]) -> tuple[int, tuple[Any, ...]] | None:
-    """(minus the rank of the file's best tag, its build tag) for a wheel of ``package`` that ``rank`` accepts."""
-    if not _SHA256.fullmatch(file.hashes.get("sha256", "")) or "/" in file.filename or "\\" in file.filename:
+def expected_sha256(file: DistFile, package: LockedPackage) -> tuple[str, ...]:
+    """The sha256 that the bytes of ``file`` (picked by :func:`pick_wheel` for ``package``) may have: the one the
+    index lists for it, else any of the lock's (the lock does not say which of its hashes is which file's)."""
+    listed = _listed_sha256(file)
+    return (listed,) if listed is not None else tuple(package.hashes)
+
+
+def _listed_sha256(file: DistFile) -> str | None:
+    """The sha256 the index lists for ``file``; None when it lists none (an empty value counts as none)."""
+    return file.hashes.get("sha256") or None
+
+
+def _score(file: DistFile, package: LockedPackage, rank: Mapping[Tag, int],
+           allowed: set[str]) -> tuple[int, int, tuple[Any, ...]] | None:
+    """(listed with a lock's sha256, minus the rank of its best tag, its build tag) for a wheel of ``package`` that
+    ``rank`` accepts, whose listed sha256 (if any) is well formed; None for any other file."""
+    listed = _listed_sha256(file)
+    if (listed is not None and not _SHA256.fullmatch(listed)) or "/" in file.filename or "\\" in file.filename:
         return None
     try:
         name, version, build, file_tags = parse_wheel_filename(file.filename)
@@ -142,25 +168,33 @@ def _score(file: DistFile, package: LockedPackage, rank: Mapping[Tag, int]) -> t
     except (InvalidWheelFilename, InvalidVersion):
         return None
     ranks = [rank[tag] for tag in file_tags if tag in rank]
-    return (-min(ranks), build) if same and ranks else None
+    return (int(listed in allowed), -min(ranks), build) if same and ranks else None
 
 
-def _no_wheel_line(files: tuple[DistFile, ...], package: LockedPackage, locked: int, tags: Sequence[Tag],
-                   index_url: str) -> str:
+def _no_wheel_line(files: tuple[DistFile, ...], package: LockedPackage, tags: Sequence[Tag], index_url: str) -> str:
     pin = f"{package.name}=={package.version}"
     where = f" on {redact(index_url, userinfo_secrets(index_url))}" if index_url else ""
-    unhashed = sum(1 for f in files if not f.hashes.get("sha256") and _is_release(f, package))
-    why = (f"; the index lists {count_of(unhashed, 'file')} of it without a sha256, which no lock can match"
-           if unhashed else "")
     if not package.hashes:
         return f"{pin}: the lock gives no sha256 for it, so no file{where} can be matched"
-    if not locked:
-        expected = ", ".join(sorted(package.hashes)[:3]) + (", ..." if len(package.hashes) > 3 else "")
+    locked = sum(1 for f in files if _listed_sha256(f) in package.hashes)
+    unhashed = sum(1 for f in files if _listed_sha256(f) is None and _is_release(f, package))
+    if not locked and not unhashed:
         return (f"{pin}: none of the lock's {count_of(len(package.hashes), 'file')} is listed{where}: no file "
-                f"there has the sha256 the lock names (expected sha256 {expected}){why}")
+                f"there has the sha256 the lock names (expected sha256 {_digests_text(package.hashes)})")
     target = f"{tags[0].interpreter} {tags[0].platform}" if tags else "this interpreter"
-    return (f"{pin}: none of the lock's {count_of(locked, 'file')}{where} is a wheel for {target} "
-            f"(sdists are never installed){why}")
+    if not unhashed:
+        which = f"the lock's {count_of(locked, 'file')}{where}"
+    else:  # files listed without a sha256 could be the lock's: they count, and the line says they are there
+        how_many = "" if not locked else f"{unhashed} "
+        which = f"the {count_of(locked + unhashed, 'file')} of it{where} ({how_many}listed without a sha256)"
+    return f"{pin}: none of {which} is a wheel for {target} (sdists are never installed)"
+
+
+def _digests_text(digests: Sequence[str]) -> str:
+    """Up to three sha256 of ``digests`` (sorted), then how many more: for a line that names what was expected."""
+    shown = sorted(digests)[:3]
+    more = len(digests) - len(shown)
+    return " or ".join(shown) + (f" (or {more} more of the lock's)" if more else "")
 
 
 def _is_release(file: DistFile, package: LockedPackage) -> bool:
@@ -294,7 +328,7 @@ def _fetch_one(job: _Job, package: LockedPackage) -> _Got:
         with _session(job.settings, job.ca_bundle) as session:
             files = project_files(job.index_url, package.name, session, job.settings)
             file = pick_wheel(files, package, job.tags, index_url=job.index_url)
-            return _cached_or_download(session, job, file)
+            return _cached_or_download(session, job, _Wanted(file, expected_sha256(file, package), package))
     except ImagectlError as exc:
         exc.args = (redact(str(exc), job.secrets),)
         raise exc from None
@@ -328,16 +362,31 @@ class _TrustOnly(HTTPAdapter):
         return super().send(request, **kwargs)
 
 
-def _cached_or_download(session: requests.Session, job: _Job, file: DistFile) -> _Got:
-    """The cached copy of ``file`` when its bytes still hash to its name, else a fresh download over it."""
-    digest = file.hashes["sha256"]
-    path = job.cache_dir / digest / file.filename
-    try:
-        if path.is_file() and _sha256_of(path) == digest:
-            return _Got(path, cached=path.stat().st_size)
-    except OSError as exc:
-        raise _cache_error(path, exc) from None
-    return _Got(path, downloaded=_download(session, job, file, path))
+@dataclass(frozen=True)
+class _Wanted:
+    """The file picked for a package, and the sha256 its bytes may have (:func:`expected_sha256`)."""
+
+    file: DistFile
+    sha256: tuple[str, ...]
+    package: LockedPackage
+
+    @property
+    def pin(self) -> str:
+        return f"{self.package.name}=={self.package.version}"
+
+
+def _cached_or_download(session: requests.Session, job: _Job, wanted: _Wanted) -> _Got:
+    """The cached copy of the file (``cache_dir/<sha256>/<file name>`` for a sha256 it may have) whose bytes still
+    hash to its folder's name, else a fresh download."""
+    for digest in wanted.sha256:
+        path = job.cache_dir / digest / wanted.file.filename
+        try:
+            if path.is_file() and _sha256_of(path) == digest:
+                return _Got(path, cached=path.stat().st_size)
+        except OSError as exc:
+            raise _cache_error(path, exc) from None
+    path, size = _download(session, job, wanted)
+    return _Got(path, downloaded=size)
 
 
 def _cache_error(path: Path, exc: OSError) -> BuildError:
@@ -353,15 +402,16 @@ def _sha256_of(path: Path) -> str:
     return sha.hexdigest()
 
 
-def _download(session: requests.Session, job: _Job, file: DistFile, path: Path) -> int:
-    """Download ``file`` into ``path`` (verified); returns its size.  Raises PackageIndexError, BuildError."""
-    url = redact(file.url, job.secrets)
+def _download(session: requests.Session, job: _Job, wanted: _Wanted) -> tuple[Path, int]:
+    """Download the file into the cache (verified); returns where it lies and its size.  Raises PackageIndexError,
+    BuildError."""
+    file = wanted.file
     response = request(session, file.url, job.settings, {"Accept-Encoding": "identity"}, stream=True)
     with closing(response):
         if not 200 <= response.status_code < 300:
             raise error_for_status(response)
         job.say(f"downloading {file.filename} ({_size_text(response)})")
-        return _store(response, url, file.hashes["sha256"], path, job)
+        return _store(response, wanted, job)
 
 
 def _size_text(response: requests.Response) -> str:
@@ -369,26 +419,37 @@ def _size_text(response: requests.Response) -> str:
     return human_bytes(int(length)) if length.isdigit() else "size unknown"
 
 
-def _store(response: requests.Response, url: str, digest: str, path: Path, job: _Job) -> int:
-    """Stream the body into a temporary file next to ``path``, renamed into place once its sha256 is ``digest``;
-    the temporary file is removed on any failure.  Returns the size."""
+def _store(response: requests.Response, wanted: _Wanted, job: _Job) -> tuple[Path, int]:
+    """Stream the body into a temporary file in the cache, hashed as it comes, and rename it to
+    ``<sha256>/<file name>`` once that sha256 is one it may have; the temporary file is removed on any failure.
+    Returns the file's place and size."""
+    url, name = redact(wanted.file.url, job.secrets), wanted.file.filename
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+        job.cache_dir.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=job.cache_dir, prefix=f".{name}.", suffix=".part")
     except OSError as exc:
-        raise _cache_error(path.parent, exc) from None
+        raise _cache_error(job.cache_dir, exc) from None
     try:
         with os.fdopen(handle, "wb") as out:
             got, size = _stream(response, url, out, job)
-        if got != digest:
-            raise BuildError(f"{url}: the downloaded file's sha256 is {got}, not the lock's {digest}", "build")
+        check_sha256(got, wanted.sha256, f"{wanted.pin}: {name} from {url}")
+        path = job.cache_dir / got / name
+        path.parent.mkdir(exist_ok=True)
         os.replace(temporary, path)
     except BaseException as exc:
         Path(temporary).unlink(missing_ok=True)
         if isinstance(exc, OSError):  # writing the file (the network's errors are PackageIndexErrors by now)
             raise _cache_error(Path(temporary), exc) from None
         raise
-    return size
+    return path, size
+
+
+def check_sha256(got: str, expected: Sequence[str], what: str) -> None:
+    """Nothing when ``got`` (the sha256 of a download's bytes, hex) is one of ``expected``; else raises BuildError
+    (step ``build``): ``what`` (the pin, the file and where it came from), what the lock expected and what came."""
+    if got not in expected:
+        raise BuildError(f"{what} does not match the lock: expected sha256 {_digests_text(expected)}, got sha256 "
+                         f"{got}", "build")
 
 
 def _stream(response: requests.Response, url: str, out: IO[bytes], job: _Job) -> tuple[str, int]:
@@ -425,4 +486,4 @@ def _summary(got: Iterable[_Got], seconds: float) -> str:
             f"{human_bytes(cached)} from the cache")
 
 
-__all__ = ["fetch_wheels", "linux_platforms", "pick_wheel", "supported_tags"]
+__all__ = ["check_sha256", "expected_sha256", "fetch_wheels", "linux_platforms", "pick_wheel", "supported_tags"]

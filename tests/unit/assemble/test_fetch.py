@@ -26,7 +26,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from packaging.tags import Tag
 
-from imagectl.assemble.fetch import fetch_wheels, linux_platforms, pick_wheel, supported_tags
+from imagectl.assemble.fetch import (
+    check_sha256,
+    expected_sha256,
+    fetch_wheels,
+    linux_platforms,
+    pick_wheel,
+    supported_tags,
+)
 from imagectl.errors import BuildError, InputError, PackageIndexError
 from imagectl.lock.lockfile import LockedPackage, package
 from imagectl.pypi.simple import DistFile
@@ -313,14 +320,68 @@ def test_no_fitting_wheel_is_one_build_line_naming_the_pin_index_and_target() ->
                                  "for cp311 manylinux_2_28_x86_64 (sdists are never installed)")
 
 
-def test_files_without_a_sha256_are_named_as_the_reason() -> None:
-    files = [_dist(PURE, sha=""), _dist(CP311, sha=""), _dist(OLDER)]
+def test_an_index_without_hashes_gives_the_best_wheel_of_the_locked_version_by_its_name() -> None:
+    unhashed = [_dist(f, sha="") for f in DEMO_FILES]  # a static folder's page: no #sha256= on any link
+    everything = _lock_of(*DEMO_FILES)
+    assert pick_wheel(unhashed, everything, supported_tags("3.11", PLATFORM)).filename == CP311
+    assert pick_wheel(list(reversed(unhashed)), everything, supported_tags("3.11", PLATFORM)).filename == CP311
+    assert pick_wheel(unhashed, everything, supported_tags("3.12", PLATFORM)).filename == CP312
+    assert pick_wheel(unhashed, _lock_of(OLDER, version="0.9"), supported_tags("3.11", PLATFORM)).filename == OLDER
+    # the name decides, not the hash: the lock holding only the pure wheel's sha256 still gets the cp311 file,
+    # whose download then fails the hash check (as pip's does)
+    assert pick_wheel(unhashed, _lock_of(PURE), supported_tags("3.11", PLATFORM)).filename == CP311
+
+
+def test_a_file_listed_with_the_lock_s_sha256_beats_one_listed_without_as_in_pip() -> None:
+    tags = supported_tags("3.11", PLATFORM)
+    files = [_dist(PURE), _dist(CP311, sha="")]
+    assert pick_wheel(files, _lock_of(PURE, CP311), tags).filename == PURE
+    # a file listed with a sha256 the lock does not hold is never taken, even with the better tag
+    files = [_dist(CP311, sha="b" * 64), _dist(PURE, sha="")]
+    assert pick_wheel(files, _lock_of(PURE, CP311), tags).filename == PURE
+    with pytest.raises(BuildError):
+        pick_wheel([_dist(CP311, sha="b" * 64)], _lock_of(CP311), tags)
+    # an empty sha256 on the index (a JSON page's "sha256": "") is none
+    empty = DistFile(filename=CP311, url=f"https://files.example/{CP311}", hashes={"sha256": ""})
+    assert pick_wheel([empty], _lock_of(CP311), tags) == empty
+
+
+def test_expected_sha256_is_the_listed_one_else_any_of_the_lock_s() -> None:
+    lock = _lock_of(PURE, CP311)
+    assert expected_sha256(_dist(CP311), lock) == (_sha(_file_bytes(CP311)),)
+    assert expected_sha256(_dist(CP311, sha=""), lock) == lock.hashes
+
+
+def test_no_fitting_wheel_on_an_index_without_hashes_names_the_files_it_lists() -> None:
+    tags = supported_tags("3.11", PLATFORM)
     with pytest.raises(BuildError) as caught:
-        pick_wheel(files, _lock_of(PURE, CP311), supported_tags("3.11", PLATFORM), index_url="http://i/simple")
-    expected = ", ".join(sorted(_lock_of(PURE, CP311).hashes))
-    assert str(caught.value) == ("demo==1.0: none of the lock's 2 files is listed on http://i/simple: no file there "
-                                 f"has the sha256 the lock names (expected sha256 {expected}); the index lists 2 "
-                                 "files of it without a sha256, which no lock can match")
+        pick_wheel([_dist(CP312, sha=""), _dist(SDIST, sha="")], _lock_of(CP312, SDIST), tags,
+                   index_url="http://i/simple")
+    assert str(caught.value) == ("demo==1.0: none of the 2 files of it on http://i/simple (listed without a sha256) is "
+                                 "a wheel for cp311 manylinux_2_28_x86_64 (sdists are never installed)")
+    with pytest.raises(BuildError) as caught:
+        pick_wheel([_dist(CP312), _dist(SDIST, sha=""), _dist(OLDER, sha="")], _lock_of(CP312), tags)
+    assert str(caught.value) == ("demo==1.0: none of the 2 files of it (1 listed without a sha256) is a wheel for "
+                                 "cp311 manylinux_2_28_x86_64 (sdists are never installed)")
+
+
+def test_files_listed_with_other_hashes_only_are_named_with_the_expected_ones() -> None:
+    files = [_dist(PURE, sha="c" * 64), _dist(OLDER, sha="")]  # 0.9 without a hash is no file of 1.0
+    lock = package("demo", "1.0", [f"{n:064x}" for n in range(1, 6)])
+    with pytest.raises(BuildError) as caught:
+        pick_wheel(files, lock, supported_tags("3.11", PLATFORM), index_url="http://i/simple")
+    shown = " or ".join(sorted(lock.hashes)[:3])
+    assert str(caught.value) == ("demo==1.0: none of the lock's 5 files is listed on http://i/simple: no file there "
+                                 f"has the sha256 the lock names (expected sha256 {shown} (or 2 more of the lock's))")
+
+
+def test_check_sha256_passes_a_digest_it_expects_and_names_both_otherwise() -> None:
+    check_sha256("a" * 64, ("b" * 64, "a" * 64), "demo==1.0: demo.whl")
+    with pytest.raises(BuildError) as caught:
+        check_sha256("a" * 64, ("b" * 64,), "demo==1.0: demo.whl from http://i/files/demo.whl")
+    assert caught.value.step == "build"
+    assert str(caught.value) == (f"demo==1.0: demo.whl from http://i/files/demo.whl does not match the lock: expected "
+                                 f"sha256 {'b' * 64}, got sha256 {'a' * 64}")
 
 
 def test_a_hostile_file_name_is_never_picked() -> None:
@@ -386,6 +447,47 @@ def test_wrong_bytes_fail_with_both_digests_and_leave_no_file(index: Index, tmp_
     assert caught.value.step == "build" and "\n" not in message
     assert _sha(index.lies[PURE]) in message and index.sha(PURE) in message
     assert f"/files/{PURE}" in message and "s3cret-token" not in message and "builder" not in message
+    assert _leftovers(tmp_path) == []
+
+
+def test_an_index_without_hashes_serves_the_lock_s_file_checked_on_the_stream(index: Index, tmp_path: Path) -> None:
+    index.add("demo", DEMO_FILES, padding=2_500_000)
+    index.unhashed.update(DEMO_FILES)  # python -m http.server over a folder: no link carries a sha256
+    cache, lines = tmp_path / "cache", list[str]()
+    got = _fetch(index, [_locked(index, "demo", DEMO_FILES)], cache, lines)
+    assert got == {"demo": cache / index.sha(CP311) / CP311}  # picked by its name, filed under its own sha256
+    assert got["demo"].read_bytes() == index.files[CP311] and index.downloads() == [CP311]
+    assert lines[0].startswith(f"downloading {CP311} (")
+    lines.clear()
+    assert _fetch(index, [_locked(index, "demo", DEMO_FILES)], cache, lines) == got  # the cache answers
+    assert index.downloads() == [CP311] and lines[0].startswith("wheels: 1 file, 0 B downloaded in ")
+    assert _leftovers(cache) == [f"{index.sha(CP311)}/{CP311}"]
+    index.add("json-demo", ["json_demo-1.0-py3-none-any.whl"])
+    index.unhashed.add("json_demo-1.0-py3-none-any.whl")
+    got = _fetch(index, [_locked(index, "json-demo", ["json_demo-1.0-py3-none-any.whl"])], cache)
+    assert got["json-demo"].read_bytes() == index.files["json_demo-1.0-py3-none-any.whl"]
+
+
+def test_an_unhashed_file_whose_bytes_are_not_the_lock_s_is_one_line_and_never_kept(index: Index,
+                                                                                      tmp_path: Path) -> None:
+    index.add("demo", [PURE, CP311])
+    index.unhashed.update([PURE, CP311])
+    index.lies[CP311] = b"a rebuilt wheel under the same name"
+    lock = _locked(index, "demo", [PURE, CP311])
+    with pytest.raises(BuildError) as caught:
+        _fetch(index, [lock], tmp_path, url=index.url.replace("http://", "http://builder:s3cret-token@"))
+    expected = " or ".join(sorted(lock.hashes))
+    base = index.url.removesuffix("/simple")
+    assert caught.value.step == "build"
+    assert str(caught.value) == (f"demo==1.0: {CP311} from {base.replace('http://', 'http://***@')}/files/{CP311} "
+                                 f"does not match the lock: expected sha256 {expected}, got sha256 "
+                                 f"{_sha(index.lies[CP311])}")
+    assert _leftovers(tmp_path) == []  # the bytes were hashed as they came and thrown away: no layer can take them
+    # the lock holding only the pure wheel's hash: the cp311 file is still the one picked (by its name), and refused
+    del index.lies[CP311]
+    with pytest.raises(BuildError, match=f"^demo==1.0: {CP311} from .* expected sha256 {index.sha(PURE)}, got "
+                                         f"sha256 {index.sha(CP311)}$"):
+        _fetch(index, [_locked(index, "demo", [PURE])], tmp_path)
     assert _leftovers(tmp_path) == []
 
 
