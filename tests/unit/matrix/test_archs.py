@@ -131,6 +131,21 @@ def test_an_undeclared_newer_runtime_gets_the_floor_of_the_newest_release_below_
     assert declared.toolkit.version == "13.2" and declared.below is None
 
 
+def test_cuda_13_3_has_nvidias_floor_and_13_5_is_judged_by_it(shipped_matrix):
+    """Issue 34, part 5.  CUDA 13.3's floor is the driver NVIDIA ships with it: redistrib_13.3.1.json's nvidia_driver
+    610.43.02 (NixOS/nixpkgs @65c8b54a keeps the manifest verbatim; the same manifest of 13.2.2 gives 595.71.05,
+    Table 3's 13.2 Update 2 row).  13.4 and 13.5 have no primary floor here, so a lock of a 13.5 runtime is judged
+    by 13.3's floor as a lower bound, and says so."""
+    cuda133 = shipped_matrix.cuda["13.3"]
+    assert (cuda133.release, cuda133.min_driver, cuda133.min_driver_compat) == ("13.3.1", "610.43.02", "580")
+    assert cuda133.forward_compat == (535, 570, 580, 590, 595)
+    assert "13.4" not in shipped_matrix.cuda and "13.5" not in shipped_matrix.cuda
+    jax = resolve_profile("jax-0.12-cuda13", shipped_matrix)
+    toolkit, notes = runtime_toolkit(jax, locked_cuda({"nvidia-cuda-runtime": "13.5.37"}, shipped_matrix.cuda))
+    assert toolkit.min_driver == "610.43.02"
+    assert "judged by CUDA 13.3" in notes[0] and "lower bound of CUDA 13.5's (not recorded)" in notes[0]
+
+
 def test_ptx_needs_a_driver_with_full_support(shipped_matrix):
     """A GPU newer than every cubin runs the build's PTX only if the driver can JIT it: not under minor-version
     compatibility, whose driver predates the PTX."""
