@@ -2,7 +2,8 @@
 
 :class:`Engine` is what the image pipeline and the tag stores call; :mod:`.docker` implements it over the
 Docker SDK (the only module that imports ``docker``); :mod:`.buildah` implements it over the buildah CLI (daemonless,
-reproducible); :mod:`.select` picks one for ``[build] engine``.  Commands that need no engine never import an
+reproducible), and :class:`LayoutEngine` as well, what an assembled build adds (:mod:`imagectl.images.assembled`);
+:mod:`.select` picks one for ``[build] engine``.  Commands that need no engine never import an
 implementation.
 """
 
@@ -11,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 LineSink = Callable[[str], None]
 TAIL_LINES = 40
 EngineName = Literal["docker", "buildah"]
-Staged = Literal["imported", "present", "unsupported"]  # what Engine.stage_layer did
+Staged = Literal["imported", "present", "unsupported"]  # what LayoutEngine.stage_layer did
 
 
 @dataclass(frozen=True)
@@ -57,16 +58,13 @@ class ImageInfo:
 
 
 class Engine(Protocol):
-    """What imagectl asks of a container engine.  Where connecting must wait until an engine is really needed, a
-    caller passes :class:`imagectl.engine.select.LazyEngine`, which connects on first use.
+    """What imagectl asks of every container engine, and what each one does in full.  Where connecting must wait
+    until an engine is really needed, a caller passes :class:`imagectl.engine.select.LazyEngine`, which connects on
+    first use.
 
     ``reproducible``: whether the same context and ``source_date_epoch`` give the same image bit for bit (layers,
     config, digests); an engine that cannot promise it says False and ``build`` reports ``"reproducible": false``.
     ``export_layout`` writes a local image as an OCI image layout directory (for comparing it with a registry's).
-    ``run_mounted``, ``load_layout`` and ``push_layout`` serve builds whose lock layers imagectl writes
-    (:mod:`imagectl.images.assembled`: buildah only; Docker raises EngineError); ``stage_layer`` puts such a layer
-    into the engine's store while the next ones are written, so that ``load_layout`` finds it there
-    (``unsupported``: nothing done, the load does all), and ``discard_staged`` removes those no loaded image uses.
     ``share_with_docker`` copies a local image into a local Docker daemon, where one answers and the engine is
     another (False: nothing to do), so ``docker run`` finds images built without a registry.
     """
@@ -86,10 +84,24 @@ class Engine(Protocol):
     def run(self, image: str, command: list[str], network: str | None = None, *,
             gpus: bool = False) -> tuple[int, str]: ...
     def export_layout(self, image: str, dest: Path) -> None: ...
+    def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool: ...
+
+
+@runtime_checkable
+class LayoutEngine(Engine, Protocol):
+    """An engine that also takes images whose lock layers imagectl writes itself (:mod:`imagectl.images.assembled`):
+    buildah's.  Only a LayoutEngine reaches that path, and the type checker holds it there: a caller narrows its
+    engine with :func:`imagectl.engine.select.layout_engine` first.
+
+    ``run_mounted`` runs a program in a container of an image with host folders mounted; ``load_layout`` loads an OCI
+    layout as a local image and ``push_layout`` pushes one, its blobs as they are; ``stage_layer`` puts a layer
+    into the engine's store while the next ones are written, so that ``load_layout`` finds it there
+    (``unsupported``: nothing done, the load does all), and ``discard_staged`` removes those no loaded image uses.
+    """
+
     def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str], *,
                     timeout: float | None = None) -> tuple[int, str]: ...
     def load_layout(self, layout: Path) -> str: ...
     def stage_layer(self, diff_ids: Sequence[str], blob: Callable[[], Path]) -> Staged: ...
     def discard_staged(self) -> None: ...
     def push_layout(self, layout: Path, repository: str, tag: str, on_line: LineSink) -> Pushed: ...
-    def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool: ...

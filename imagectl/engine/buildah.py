@@ -1,4 +1,5 @@
-"""The buildah implementation of :class:`imagectl.engine.Engine`, over the ``buildah`` CLI (no daemon).
+"""The buildah implementation of :class:`imagectl.engine.LayoutEngine` (an :class:`~imagectl.engine.Engine` that
+also loads, pushes and stages assembled images), over the ``buildah`` CLI (no daemon).
 
 Builds are reproducible: ``buildah bud --timestamp EPOCH`` writes ``EPOCH`` as every file's mtime in every layer,
 as each history entry's and the config's ``created``, and the build args carry ``SOURCE_DATE_EPOCH`` into the RUN
@@ -35,7 +36,7 @@ from ..errors import BuildError, EngineError, NotFoundError
 from ..redact import redact
 from ..reference import PINNED_FROM
 from ..registry.layout import link_or_copy
-from . import TAIL_LINES, Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed, Staged
+from . import TAIL_LINES, EngineBuild, EngineName, ImageInfo, LayoutEngine, LineSink, Pushed, Staged
 from .layer_store import LayerStore, storage_layer_id
 
 LOCAL_HOST = "localhost"
@@ -60,8 +61,8 @@ def familiar(name: str) -> str:
     return name.removeprefix(f"{LOCAL_HOST}/")
 
 
-class BuildahEngine(Engine):
-    """:class:`Engine` over the ``buildah`` program.  ``pusher`` uploads an OCI layout (see the module doc);
+class BuildahEngine(LayoutEngine):
+    """:class:`LayoutEngine` over the ``buildah`` program.  ``pusher`` uploads an OCI layout (see the module doc);
     ``compression`` is the layer compression of pushes (``gzip`` or ``zstd``)."""
 
     name: EngineName = "buildah"
@@ -310,7 +311,8 @@ class BuildahEngine(Engine):
         store = self._layer_store()
         if store is None:
             return "unsupported"
-        layer_id, expected, how = storage_layer_id(diff_ids), diff_ids[-1], "present"
+        layer_id, expected = storage_layer_id(diff_ids), diff_ids[-1]
+        how: Staged = "present"
         found = store.layer(layer_id)
         if found is None:
             try:

@@ -15,13 +15,13 @@ import socket
 import subprocess
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
 from ..progress.push import PushProgress
 from ..redact import redact
 from ..errors import BuildError, EngineError, NotFoundError
-from . import TAIL_LINES, Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed, Staged
+from . import TAIL_LINES, Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed
 
 
 def _info(attrs: Mapping[str, Any]) -> ImageInfo:
@@ -203,26 +203,6 @@ class DockerEngine(Engine):
             raise EngineError(f"engine: run {image}: {_short(exc)}") from None
         finally:
             container.remove(force=True)
-
-    def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str], *,
-                    timeout: float | None = None) -> tuple[int, str]:
-        """Not on this engine: the lock layers imagectl writes are buildah's (raises EngineError)."""
-        raise EngineError("the docker engine does not assemble images: [build] install = \"assembled\" is buildah's")
-
-    def load_layout(self, layout: Path) -> str:
-        """Not on this engine (raises EngineError), as :meth:`run_mounted`."""
-        raise EngineError("the docker engine does not load OCI layouts: [build] install = \"assembled\" is buildah's")
-
-    def stage_layer(self, diff_ids: Sequence[str], blob: Callable[[], Path]) -> Staged:
-        """Nothing to stage on this engine (it loads no layouts): ``unsupported``."""
-        return "unsupported"
-
-    def discard_staged(self) -> None:
-        """Nothing is staged on this engine."""
-
-    def push_layout(self, layout: Path, repository: str, tag: str, on_line: LineSink) -> Pushed:
-        """Not on this engine (raises EngineError), as :meth:`run_mounted`."""
-        raise EngineError("the docker engine does not push OCI layouts: [build] install = \"assembled\" is buildah's")
 
     def export_layout(self, image: str, dest: Path) -> None:
         """Write ``image`` as an OCI image layout in ``dest`` (``skopeo copy docker-daemon:``: the Engine API has no

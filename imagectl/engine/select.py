@@ -2,19 +2,20 @@
 
 ``auto`` takes buildah where it is installed (it builds reproducibly and needs no daemon), else a Docker engine
 that answers, else fails with one line naming both.  :class:`LazyEngine` waits until an engine is really needed:
-a build reused from the registry, or a tag command against a registry, never makes one.
+a build reused from the registry, or a tag command against a registry, never makes one.  :func:`layout_engine` is
+where an assembled build learns that its engine is a :class:`~imagectl.engine.LayoutEngine`.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 from ..config import Config
 from ..errors import EngineError
-from . import Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed, Staged
+from . import Engine, EngineBuild, EngineName, ImageInfo, LayoutEngine, LineSink, Pushed
 from .features import picks_buildah
 
 EngineChoice = Literal["auto", "docker", "buildah"]
@@ -44,7 +45,7 @@ def engine_for(config: Config) -> "LazyEngine":
                                           insecure_hosts=config.insecure_hosts, timeout=config.registry_timeout))
 
 
-def _buildah(compression: str, insecure_hosts: tuple[str, ...], timeout: float | None) -> Engine:
+def _buildah(compression: str, insecure_hosts: tuple[str, ...], timeout: float | None) -> LayoutEngine:
     from ..registry.access import client_for, is_insecure  # here: the registry package loads requests
     from ..registry.layout_push import push_layout
     from .buildah import BuildahEngine
@@ -58,10 +59,18 @@ def _buildah(compression: str, insecure_hosts: tuple[str, ...], timeout: float |
     return BuildahEngine(pusher, compression, insecure=lambda host: is_insecure(host, insecure_hosts))
 
 
+def layout_engine(engine: Engine) -> LayoutEngine | None:
+    """``engine`` as a :class:`LayoutEngine` (buildah), the one a :class:`LazyEngine` makes where it is one, else
+    None (Docker): the check that lets an assembled build take it.  A LazyEngine connects; raises what it raises."""
+    made = engine.connected() if isinstance(engine, LazyEngine) else engine
+    return made if isinstance(made, LayoutEngine) else None
+
+
 class LazyEngine(Engine):
     """An :class:`Engine` that connects on first use.  The first call of any method calls ``factory`` (``auto``
     by default) once, in any thread, and raises what it raises (EngineError when no engine answers); every call
-    then goes to the engine it made."""
+    then goes to the engine it made.  It is an Engine only, whichever it makes: :func:`layout_engine` hands out a
+    buildah engine it made as the :class:`LayoutEngine` it is."""
 
     def __init__(self, factory: Callable[[], Engine] | None = None) -> None:
         self._factory: Callable[[], Engine] = factory or (lambda: make_engine("auto"))
@@ -125,27 +134,6 @@ class LazyEngine(Engine):
     def export_layout(self, image: str, dest: Path) -> None:
         """See :meth:`Engine.export_layout`."""
         self.connected().export_layout(image, dest)
-
-    def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str], *,
-                    timeout: float | None = None) -> tuple[int, str]:
-        """See :meth:`Engine.run_mounted`."""
-        return self.connected().run_mounted(image, argv, mounts, timeout=timeout)
-
-    def load_layout(self, layout: Path) -> str:
-        """See :meth:`Engine.load_layout`."""
-        return self.connected().load_layout(layout)
-
-    def stage_layer(self, diff_ids: Sequence[str], blob: Callable[[], Path]) -> Staged:
-        """See :meth:`Engine.stage_layer`."""
-        return self.connected().stage_layer(diff_ids, blob)
-
-    def discard_staged(self) -> None:
-        """See :meth:`Engine.discard_staged`."""
-        self.connected().discard_staged()
-
-    def push_layout(self, layout: Path, repository: str, tag: str, on_line: LineSink) -> Pushed:
-        """See :meth:`Engine.push_layout`."""
-        return self.connected().push_layout(layout, repository, tag, on_line)
 
     def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool:
         """See :meth:`Engine.share_with_docker`."""

@@ -44,7 +44,7 @@ from ..assemble.layer import FILE_MODE, LayerBlob, LayerWriter
 from ..assemble.wheel import Member, read_wheel
 from ..cache import cache_dir
 from ..config import Config
-from ..engine import Engine, EngineBuild, LineSink
+from ..engine import Engine, EngineBuild, LayoutEngine, LineSink, Pushed
 from ..errors import BuildError, ImagectlError
 from ..labels import BUILD_KEY, ENGINE
 from ..lock.layers import split_layers
@@ -88,10 +88,16 @@ class Written:
 
 @dataclass(frozen=True)
 class AssembledImage:
-    """The loaded image: its id in the engine and the OCI layout it came from (pushed as it is)."""
+    """The loaded image: its id in the engine, the OCI layout it came from (pushed as it is) and the engine that
+    loaded it."""
 
     image_id: str
     layout: Path
+    engine: LayoutEngine
+
+    def push(self, repository: str, tag: str, on_line: LineSink) -> Pushed:
+        """Push the layout as ``repository:tag`` (:meth:`~imagectl.engine.LayoutEngine.push_layout`)."""
+        return self.engine.push_layout(self.layout, repository, tag, on_line)
 
 
 def layer_groups(plan: Plan) -> list[LayerGroup]:
@@ -108,10 +114,11 @@ def layer_groups(plan: Plan) -> list[LayerGroup]:
 
 
 @contextmanager
-def assembled_build(plan: Plan, config: Config, engine: Engine, trace: Trace, work: Path,  # noqa: PLR0913
+def assembled_build(plan: Plan, config: Config, engine: LayoutEngine, trace: Trace, work: Path,  # noqa: PLR0913
                     upload: EarlyUpload | None = None) -> Iterator[AssembledImage]:
-    """Build ``plan``'s image as the module docstring says, in folder ``work`` (removed when the block ends, with the
-    layout); yields the loaded image.  ``upload``: each layer blob is handed to it as soon as it is written.  Raises
+    """Build ``plan``'s image as the module docstring says, with ``engine`` (a layout engine: buildah; narrow an
+    Engine with :func:`imagectl.engine.select.layout_engine`), in folder ``work`` (removed when the block ends, with
+    the layout); yields the loaded image.  ``upload``: each layer blob is handed to it as soon as it is written.  Raises
     BuildError (step ``build``) for a failure on the way, PackageIndexError for the index."""
     log = trace.log
     with trace.timed("build"):
@@ -125,7 +132,7 @@ def assembled_build(plan: Plan, config: Config, engine: Engine, trace: Trace, wo
     yield image
 
 
-def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context: Path,  # noqa: PLR0913
+def _assemble(plan: Plan, config: Config, engine: LayoutEngine, trace: Trace, context: Path,  # noqa: PLR0913
               groups: Sequence[LayerGroup], scheme: Scheme, work: Path, upload: EarlyUpload | None) -> AssembledImage:
     """The system image is built (and exported) while the wheels download and their layers are written; each layer
     is staged into the engine's store as soon as it and those below it are there (:class:`LayerStager`); then the
@@ -182,7 +189,7 @@ def _assemble(plan: Plan, config: Config, engine: Engine, trace: Trace, context:
         raise
     log(f"assembled image {image_id[:12]}: {len(written) + len(top)} layers on the system image; "
         f"{stager.describe()}; loaded into the engine in {time.monotonic() - started:.0f} s")
-    return AssembledImage(image_id, layout)
+    return AssembledImage(image_id, layout, engine)
 
 
 @contextmanager
@@ -198,12 +205,12 @@ def _probe_released(stage: Path) -> Iterator[None]:
 
 
 class LayerStager:
-    """Stages an image's layers into ``engine``'s store (:meth:`~imagectl.engine.Engine.stage_layer`), from the
+    """Stages an image's layers into ``engine``'s store (:meth:`~imagectl.engine.LayoutEngine.stage_layer`), from the
     bottom up, in a thread of its own: :meth:`add` each layer in the image's order as soon as its blob is written,
     then :meth:`close`.  Where the engine cannot stage, or a layer fails to, the rest are left to the load (which
     makes them itself: slower, the same image); a staged layer that is not what its diff_id says fails the build."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: LayoutEngine) -> None:
         self._engine, self._chain = engine, list[str]()
         self._queue: queue.SimpleQueue[tuple[str, Callable[[], Path]] | None] = queue.SimpleQueue()
         self._abort = threading.Event()

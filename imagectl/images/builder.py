@@ -26,11 +26,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Literal
 
 from ..config import Config
 from ..engine import Engine, EngineBuild, LineSink
+from ..engine.select import layout_engine
 from ..errors import BuildError, ExtrasConflictError, ImagectlError, InputError, OperationError
 from ..evidence.attach import BuiltImage, attest_build
 from ..imagecheck.run import CheckRun, run_check
@@ -44,7 +44,7 @@ from ..tags.managed import open_tag_store
 from ..tags.moves import MoveResult, guarded_move
 from ..tags.naming import MOVING_TAG, immutable_tag, repository, short_digest
 from ..tags.store import TagStore
-from .assembled import assembled_build
+from .assembled import AssembledImage, assembled_build
 from .base_digest import resolve_base_digest
 from .context_dirs import build_context, sweep_contexts
 from .context_write import write_context
@@ -240,12 +240,13 @@ def check_built(plan: Plan, config: Config, engine: Engine, image_id: str, trace
 
 @dataclass(frozen=True)
 class FreshImage:
-    """A freshly built image: its engine id, what pip did (nothing for an assembled one), the OCI layout of an
-    assembled image (pushed as it is), else None, and the upload of its layers that started while it was made."""
+    """A freshly built image: its engine id, what pip did (nothing for an assembled one), the assembled image (its
+    OCI layout, pushed as it is, and its layout engine), else None, and the upload of its layers that started while
+    it was made."""
 
     image_id: str
     pip: PipLog
-    layout: Path | None = None
+    assembled: AssembledImage | None = None
     early: EarlyUpload | None = None
 
 
@@ -255,11 +256,16 @@ def built_image(plan: Plan, config: Config, engine: Engine, trace: Trace, *,
     """Build ``plan``'s image: assembled (:mod:`.assembled`, its layout kept until the block ends) where the plan
     renders so (:func:`imagectl.render.context.assembled`), else by the engine from the Dockerfile alone.
     ``upload_to``: the repository the image will be pushed to; an assembled image's layers are uploaded there as
-    they are written (:mod:`.early_upload`; stopped when the block ends).  Raises BuildError naming the step."""
+    they are written (:mod:`.early_upload`; stopped when the block ends).  Raises BuildError naming the step, and
+    for an assembled build on an engine that is no layout engine (:func:`~imagectl.engine.select.layout_engine`)."""
     if not assembled(plan.spec, config, NETRC_FILE if plan.netrc else ""):
         image_id, pip = engine_build(plan, config, engine, trace)
         yield FreshImage(image_id, pip)
         return
+    layouts = layout_engine(engine)
+    if layouts is None:
+        raise BuildError(f"[build] install = \"assembled\" needs the buildah engine; the {engine.name} engine builds "
+                         "the lock with pip (set [build] install = \"pip\")", "build")
     sweep_contexts()  # the folder is a build context's: a killed build's (GBs of layers) is swept by the next
     try:
         work = contextlib.ExitStack()
@@ -271,8 +277,8 @@ def built_image(plan: Plan, config: Config, engine: Engine, trace: Trace, *,
         if upload_to is not None:
             early = EarlyUpload.to(upload_to, config, trace.log)
             work.callback(early.close)
-        with assembled_build(plan, config, engine, trace, folder, early) as image:
-            yield FreshImage(image.image_id, PipLog(), image.layout, early)
+        with assembled_build(plan, config, layouts, trace, folder, early) as image:
+            yield FreshImage(image.image_id, PipLog(), image, early)
 
 
 def _build(plan: Plan, store: TagStore, config: Config, engine: Engine, trace: Trace) -> BuildResult:
@@ -298,7 +304,7 @@ def _check_tag_push(plan: Plan, store: TagStore, config: Config, engine: Engine,
         log(f"pushing {repo.familiar}:{tag}")
         with trace.timed("push"), Heartbeat(log, "pushing") as beat:
             early = built.early.finish() if built.early else None  # the layers sent while the image was made
-            pushed = (engine.push_layout(built.layout, repo.familiar, tag, beat.sink) if built.layout
+            pushed = (built.assembled.push(repo.familiar, tag, beat.sink) if built.assembled
                       else engine.push(repo.familiar, tag, beat.sink))
         target, pushed_bytes = pushed.digest, pushed.uploaded + (early.uploaded if early else 0)
     elif publish:
