@@ -10,6 +10,13 @@ one.  Each must be an image of its platform (its config says so) whose check rep
 platform, or without a passing check report refuses the whole command (OperationError, exit 1), and nothing is
 written.
 
+Whose check report counts (:func:`find_check_report`): with a key configured (``[attest] public_key``, else the
+public half of ``[attest] key``, read before anything is planned), only a report signed by that key; an image
+whose passing report is unsigned, or signed by another key, refuses the whole command, naming the image and the
+reason.  Without a key nothing can be checked: an unsigned report is taken and its platform marked ``unsigned``
+(a signed one ``signed, not checked``), in the log, a note and ``--json``'s ``signature`` of each platform, so
+the output never claims a signature it did not check (as ``imagectl verify`` says it).
+
 Then the index (:func:`.platforms.index_manifest`, each entry annotated with where its check ran: ``native`` or
 ``emulated on x86_64``) is put under its immutable tag and the moving tag moved onto it (one manifest PUT each).
 One platform needs no index: the moving tag moves onto that image.  An index with the same build key already
@@ -27,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 from ..config import Config
 from ..engine import Engine, LineSink
 from ..errors import ImagectlError, OperationError
+from ..evidence import dsse
+from ..evidence.verify import public_key
 from ..matrix.model import MACHINES
 from ..tags.managed import open_tag_store
 from ..tags.moves import guarded_move
@@ -41,6 +50,8 @@ if TYPE_CHECKING:
     from ..registry.client import RegistryClient
 
 CHECK_REPORT_LIMIT = 16 * 1024 * 1024
+UNSIGNED = "unsigned"
+NOT_CHECKED = "signed, not checked"  # signed, but no key is configured to check it with
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,7 @@ class Child:
     tag: str
     digest: str
     checked: str
+    signature: str = UNSIGNED  # of its check report: "verified ed25519:KEYID", UNSIGNED or NOT_CHECKED
 
 
 @dataclass
@@ -71,29 +83,36 @@ class IndexResult:
         """The ``--json`` document."""
         return {"profile": self.profile, "repository": self.repository, "tag": self.tag, "digest": self.digest,
                 "status": self.status, "notes": list(self.notes),
-                "platforms": [{"platform": c.platform, "tag": c.tag, "digest": c.digest, "check": c.checked}
-                              for c in self.children]}
+                "platforms": [{"platform": c.platform, "tag": c.tag, "digest": c.digest, "check": c.checked,
+                               "signature": c.signature} for c in self.children]}
 
 
 def assemble_index(request: BuildRequest, config: Config, engine: Engine, log: LineSink) -> IndexResult:
     """Assemble and tag the index of ``request``'s platforms (see the module docstring).
 
     Raises OperationError when a platform's image is missing, of another platform or not checked, or an immutable
-    tag names another index; InputError/OperationError of planning (a lock that cannot be had); RegistryError.
+    tag names another index, or a check report is unsigned or signed by another key than the configured one;
+    ConfigError for a key file that is no Ed25519 PEM key; InputError/OperationError of planning (a lock that cannot
+    be had); RegistryError.
     """
     from ..registry.access import client_for  # here: the registry package loads requests
 
+    key = public_key(config)  # first: a key that cannot be read stops the command before anything is read
     plans = [plan_build(request, config, base_resolver(config, engine), Trace(), p) for p in request.platforms]
     repo = plans[0].repository
     store = open_tag_store(repo, config, engine)
     client = client_for(repo.domain, config.insecure_hosts, config.registry_timeout)
-    children = [_child(plan, store, client) for plan in plans]
+    children = [_child(plan, store, client, key) for plan in plans]
     name = request.profile.name
     result = IndexResult(name, repo.familiar, children[0].tag, children[0].digest, "single", children)
     if len(children) > 1:
         result = _index(plans, children, store, client, log)
     for child in children:
-        log(f"{child.platform}: {repo.familiar}:{child.tag} ({short_digest(child.digest)}, checked {child.checked})")
+        log(f"{child.platform}: {repo.familiar}:{child.tag} ({short_digest(child.digest)}, checked {child.checked}, "
+            f"check report {child.signature})")
+        if key is None:
+            result.notes.append(f"{child.platform}: {repo.familiar}:{child.tag}: its check report is {child.signature}"
+                                " (no [attest] key configured to check it with)")
     current = store.digest(MOVING_TAG)
     if current == result.digest:
         result.notes.append(f"{MOVING_TAG} already names {short_digest(result.digest)}")
@@ -105,9 +124,9 @@ def assemble_index(request: BuildRequest, config: Config, engine: Engine, log: L
     return result
 
 
-def _child(plan: Plan, store: Any, client: RegistryClient) -> Child:
+def _child(plan: Plan, store: Any, client: RegistryClient, key: dsse.PublicKey | None) -> Child:
     """The image ``plan``'s build pushed, with where its check ran; raises OperationError when there is none, it
-    is of another platform, or it carries no passing check report of its platform."""
+    is of another platform, or it carries no passing check report of its platform that counts under ``key``."""
     platform, repo = plan.platform, plan.repository
     name = plan.request.profile.name
     tag = store.tag_with_key(plan.key)
@@ -120,12 +139,15 @@ def _child(plan: Plan, store: Any, client: RegistryClient) -> Child:
     found = f"{config.os or 'linux'}/{config.architecture}" if config else "an index"
     if found != platform:
         raise OperationError(f"index {name}: {repo.familiar}:{tag} is {found}, not a {platform} image")
-    checked = check_report_where(client, repo.path, digest, platform)
-    if checked is None:
+    report = find_check_report(client, repo.path, digest, platform, key)
+    if report is None:
         raise OperationError(f"index {name}: {repo.familiar}:{tag} carries no passing check report: not checked on "
                              f"{platform}; nothing assembled (build it again with a registry: imagectl build {name} "
                              f"--platform {platform} --push)")
-    return Child(platform, tag, digest, checked)
+    if report.refused:
+        raise OperationError(f"index {name}: {repo.familiar}:{tag} ({short_digest(digest)}): {report.refused}; "
+                             "nothing assembled")
+    return Child(platform, tag, digest, report.where, report.signature)
 
 
 def _index(plans: Sequence[Plan], children: Sequence[Child], store: Any, client: RegistryClient,
@@ -155,29 +177,55 @@ def _index(plans: Sequence[Plan], children: Sequence[Child], store: Any, client:
     return IndexResult(name, repo.familiar, tag, digest, "assembled", list(children))
 
 
-def check_report_where(client: RegistryClient, repository: str, digest: str, platform: str) -> str | None:
-    """Where the passing check report attached to image ``digest`` says its check ran (``native``, ``emulated on
-    x86_64``), when it is about that image on ``platform``; None when there is no such report.  Signatures are not
-    verified here (``imagectl verify`` does that).  Raises RegistryError when the registry cannot be read."""
+@dataclass(frozen=True)
+class CheckReport:
+    """A passing check report of one image on one platform: where it ran (``native``, ``emulated on x86_64``), its
+    signature state (``verified ed25519:KEYID``, UNSIGNED, NOT_CHECKED) and, when it does not count under the
+    configured key, why ("" when it counts)."""
+
+    where: str
+    signature: str
+    refused: str = ""
+
+
+def find_check_report(client: RegistryClient, repository: str, digest: str, platform: str,
+                      key: dsse.PublicKey | None) -> CheckReport | None:
+    """The passing check report attached to image ``digest`` about that image on ``platform`` (None when there is
+    none): one signed by ``key`` when there is one; else, with a ``key``, the first such report refused (unsigned,
+    or no valid signature by ``key``); without a ``key``, the first one, unchecked.  Raises RegistryError when the
+    registry cannot be read."""
     from ..evidence.attach import PREDICATE_ANNOTATION
     from ..evidence.statement import CHECK_REPORT
     from ..registry.referrers import list_referrers
 
+    found: list[CheckReport] = []
     for referrer in list_referrers(client, repository, digest):
         if referrer.annotations.get(PREDICATE_ANNOTATION) != CHECK_REPORT:
             continue
-        predicate = _predicate(client, repository, referrer.digest, digest)
-        where = predicate.get("where") if isinstance(predicate, Mapping) else None
+        read = _predicate(client, repository, referrer.digest, digest, key)
+        if read is None:
+            continue
+        predicate, signature, refused = read
+        where = predicate.get("where")
         if not isinstance(where, Mapping) or predicate.get("result") != "pass" or where.get("platform") != platform:
             continue
         host = str(where.get("host") or "")
-        return "native" if host == MACHINES.get(platform) else f"emulated on {host or 'another host'}"
-    return None
+        ran = "native" if host == MACHINES.get(platform) else f"emulated on {host or 'another host'}"
+        found.append(CheckReport(ran, signature, refused))
+    return next((r for r in found if not r.refused), found[0] if found else None)
 
 
-def _predicate(client: RegistryClient, repository: str, artifact: str, subject: str) -> Mapping[str, Any] | None:
-    """The predicate of the statement artifact ``artifact`` carries when it is about ``subject``, else None."""
-    from ..evidence import dsse
+def check_report_where(client: RegistryClient, repository: str, digest: str, platform: str) -> str | None:
+    """Where the passing check report attached to image ``digest`` says its check ran, signatures not checked
+    (:func:`find_check_report` without a key); None when there is none.  Raises RegistryError."""
+    report = find_check_report(client, repository, digest, platform, None)
+    return report.where if report else None
+
+
+def _predicate(client: RegistryClient, repository: str, artifact: str, subject: str,
+               key: dsse.PublicKey | None) -> tuple[Mapping[str, Any], str, str] | None:
+    """(the predicate, its signature state, why it does not count under ``key`` or "") of the statement artifact
+    ``artifact`` carries when it is about ``subject``, else None (a malformed or unreadable artifact is no report)."""
     from ..evidence.statement import PAYLOAD_TYPE, parse_statement, subject_digests
 
     try:
@@ -185,10 +233,43 @@ def _predicate(client: RegistryClient, repository: str, artifact: str, subject: 
         if len(layers) != 1:
             return None
         data = client.read_blob(repository, layers[0].digest, CHECK_REPORT_LIMIT)
+        signature, refused = _signature(layers[0].media_type, data, key)
         if layers[0].media_type != PAYLOAD_TYPE:
             data = dsse.open_envelope(json.loads(data))[1]
         statement = parse_statement(data, "check report")
-    except (ImagectlError, ValueError):  # a malformed or unreadable artifact is no check report
+    except (ImagectlError, ValueError):
         return None
     predicate = statement.get("predicate")
-    return predicate if subject in subject_digests(statement) and isinstance(predicate, Mapping) else None
+    if subject not in subject_digests(statement) or not isinstance(predicate, Mapping):
+        return None
+    return predicate, signature, refused
+
+
+def _signature(media_type: str, data: bytes, key: dsse.PublicKey | None) -> tuple[str, str]:
+    """(the signature state, why the report does not count under ``key`` or "") of a check report's layer.  Raises
+    ValueError/SignatureError for an envelope that is no JSON object or no envelope."""
+    from ..evidence.statement import PAYLOAD_TYPE
+
+    if media_type == PAYLOAD_TYPE:
+        if key is None:
+            return UNSIGNED, ""
+        return UNSIGNED, f"its check report is unsigned, and only one signed by the [attest] key {_named(key)} counts"
+    if media_type != dsse.ENVELOPE_TYPE:
+        raise ValueError(f"a check report layer of {media_type}")
+    envelope = json.loads(data)
+    if not isinstance(envelope, dict):
+        raise ValueError("a DSSE envelope that is no JSON object")
+    if key is None:
+        dsse.open_envelope(envelope)
+        return NOT_CHECKED, ""
+    try:
+        dsse.verify(envelope, key)
+    except dsse.SignatureError:
+        signers = [str(s.get("keyid") or "?")[:16] for s in envelope.get("signatures") or () if isinstance(s, dict)]
+        by = f"signed by another key (ed25519:{', '.join(signers)})" if signers else "not signed"
+        return "invalid", f"its check report is {by}, not by the [attest] key {_named(key)}"
+    return f"verified {_named(key)}", ""
+
+
+def _named(key: dsse.PublicKey) -> str:
+    return f"ed25519:{key.keyid[:16]}"
