@@ -8,6 +8,7 @@ served from a local PEP 503 index.  Nothing here reaches the internet.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from contextlib import ExitStack
@@ -27,6 +28,22 @@ from tests.integration.support.wheels import make_standin_framework_wheels, serv
 # the base flavour has no system NCCL), as tests/integration/conftest.py's BASES.
 BASES = {"nvidia/cuda:12.1.1-base-ubuntu22.04": ("12.1.1", None),
          "nvidia/cuda:12.1.1-runtime-ubuntu22.04": ("12.1.1", "2.17.1-1")}
+
+
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # [build] ca_bundle of the --real runs (PyPI over TLS)
+JIT_PACKAGES = "gcc g++ python3.11-dev"  # what imagectl's image adds for torch.compile on the CUDA 12.1 base
+
+# The hand-written Dockerfile: what a person writes for this image, given the lock.  CA: --real only.  (apt-get clean:
+# the real Ubuntu base's docker-clean hook does it; the stand-in Debian rootfs has none.)
+HANDWRITTEN_DOCKERFILE = """\
+FROM {base}
+RUN apt-get update && apt-get install -y --no-install-recommends {jit} && apt-get clean && rm -rf /var/lib/apt/lists/*
+RUN python3 -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+{ca}COPY requirements.txt /tmp/requirements.txt
+RUN pip install --no-cache-dir --disable-pip-version-check --index-url {index} \\
+        --require-hashes --no-deps -r /tmp/requirements.txt
+"""
 
 
 @dataclass
@@ -97,3 +114,20 @@ def env() -> dict[str, str]:
     out = dict(os.environ)
     out["PYTHONPATH"] = str(REPO) + os.pathsep + out.get("PYTHONPATH", "")
     return out
+
+
+def write_handwritten_context(context: Path, *, base: str, lock: str, index: str, real: bool) -> None:
+    """Write the hand-written Dockerfile's build context into the new folder ``context``: ``FROM base`` (a reference
+    by digest), the JIT packages, a venv and one ``pip install --require-hashes`` of ``lock`` (requirements text)
+    from ``index``; with ``real``, the system CA bundle for pip (PyPI over TLS).
+
+    Raises:
+        FileExistsError: ``context`` exists.
+    """
+    context.mkdir()
+    (context / "requirements.txt").write_text(lock)
+    ca = ""
+    if real:
+        shutil.copyfile(CA_BUNDLE, context / "ca.crt")
+        ca = "COPY ca.crt /etc/ssl/certs/bench-ca.crt\nENV PIP_CERT=/etc/ssl/certs/bench-ca.crt\n"
+    (context / "Dockerfile").write_text(HANDWRITTEN_DOCKERFILE.format(base=base, jit=JIT_PACKAGES, ca=ca, index=index))

@@ -74,8 +74,7 @@ PROFILE = "torch-2.3-cu121-py3.11"  # torch 2.3.1 (B of the upgrade)
 OLDER = "torch-2.3.0-cu121-py3.11"  # A of the upgrade
 BASE = "nvidia/cuda:12.1.1-base-ubuntu22.04"  # the base of both
 BASE_REPOSITORY = "hub/nvidia/cuda"  # its mirror in each row's registry (_fixture.mirror_bases)
-JIT_PACKAGES = "gcc g++ python3.11-dev"  # what imagectl's image adds for torch.compile on this base
-CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+CA_BUNDLE = _fixture.CA_BUNDLE
 NAMESPACE = "bench"
 TIME_TARGET = 0.5
 PULL_TARGET = 0.30
@@ -99,19 +98,6 @@ ROWS = {row.key: row for row in (
     Row("upgrade", "upgrade (buildah, gzip)", "buildah"),
 )}
 DEFAULT_ROWS = "baseline,docker,buildah-gzip,buildah-zstd,upgrade"
-
-# The hand-written Dockerfile: what a person writes for this image, given the lock.  CA: --real only.  (apt-get clean:
-# the real Ubuntu base's docker-clean hook does it; the stand-in Debian rootfs has none.)
-BASELINE_DOCKERFILE = """\
-FROM {base}
-RUN apt-get update && apt-get install -y --no-install-recommends {jit} && apt-get clean && rm -rf /var/lib/apt/lists/*
-RUN python3 -m venv /opt/venv
-ENV PATH=/opt/venv/bin:$PATH
-{ca}COPY requirements.txt /tmp/requirements.txt
-RUN pip install --no-cache-dir --disable-pip-version-check --index-url {index} \\
-        --require-hashes --no-deps -r /tmp/requirements.txt
-"""
-
 
 @dataclass
 class Bench:
@@ -328,16 +314,9 @@ def baseline_row(bench: Bench, row: Row) -> Result:
 
     with fresh(bench, row.key) as state:
         context = state.folder / "handwritten"
-        context.mkdir()
         lock, index = baseline_lock(bench, state)
-        (context / "requirements.txt").write_text(lock)
-        ca = ""
-        if bench.real:
-            shutil.copyfile(CA_BUNDLE, context / "ca.crt")
-            ca = "COPY ca.crt /etc/ssl/certs/bench-ca.crt\nENV PIP_CERT=/etc/ssl/certs/bench-ca.crt\n"
         base = f"{state.setup.registry_host}/{BASE_REPOSITORY}@{state.base_digest}"
-        (context / "Dockerfile").write_text(BASELINE_DOCKERFILE.format(base=base, jit=JIT_PACKAGES, ca=ca,
-                                                                       index=index))
+        _fixture.write_handwritten_context(context, base=base, lock=lock, index=index, real=bench.real)
         local = f"{state.setup.registry_host}/{NAMESPACE}/handwritten:build"
         start = time.perf_counter()
         consume(bench.client.api.build(path=str(context), tag=local, nocache=True, rm=True, forcerm=True,
