@@ -265,8 +265,10 @@ def _signature(media_type: str, data: bytes, key: dsse.PublicKey | None) -> tupl
     try:
         dsse.verify(envelope, key)
     except dsse.SignatureError:
-        signers = [str(s.get("keyid") or "?")[:16] for s in envelope.get("signatures") or () if isinstance(s, dict)]
-        by = f"signed by another key (ed25519:{', '.join(signers)})" if signers else "not signed"
+        signers = [str(s.get("keyid") or "?") for s in envelope.get("signatures") or () if isinstance(s, dict)]
+        if key.keyid in signers:
+            return "invalid", f"its check report's signature by the [attest] key {_named(key)} does not verify"
+        by = f"signed by another key (ed25519:{', '.join(s[:16] for s in signers)})" if signers else "not signed"
         return "invalid", f"its check report is {by}, not by the [attest] key {_named(key)}"
     return f"verified {_named(key)}", ""
 
