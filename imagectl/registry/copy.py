@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 
 from .client import RegistryClient
+from .index_walk import walk_index
 from .manifest import Descriptor, Manifest
 
 log = logging.getLogger(__name__)
@@ -39,27 +40,38 @@ def copy_image(source: Endpoint, reference: str, target: Endpoint, target_refere
 
     Without ``target_reference`` the manifest is put by its digest.  The manifest bytes are copied
     unchanged, so the digest stays the same.  Raises NotFoundError if the source image or one of its blobs
-    is missing, AuthError if either registry refuses, RegistryError otherwise; the target tag is written
-    last, so a failed copy never moves it.
+    is missing, AuthError if either registry refuses, IndexDepthError for indexes nested too deep,
+    DigestMismatchError (naming the source) for a blob whose bytes are not its digest, RegistryError otherwise;
+    the target tag is written last, so a failed copy never moves it.
     """
+    return copy_manifest(source, source.client.get_manifest(source.repository, reference), target, target_reference)
+
+
+def copy_manifest(source: Endpoint, manifest: Manifest, target: Endpoint,
+                  target_reference: str | None = None) -> CopyReport:
+    """:func:`copy_image` of ``manifest``, already read from ``source``; raises what it raises."""
     report = CopyReport()
-    manifest = source.client.get_manifest(source.repository, reference)
     _copy_contents(source, target, manifest, report)
     report.digest = target.client.put_manifest(target.repository, target_reference or manifest.digest, manifest)
     return report
 
 
-def _copy_contents(source: Endpoint, target: Endpoint, manifest: Manifest, report: CopyReport) -> None:
-    """Copy what ``manifest`` refers to: its blobs, or an index's child manifests (and theirs)."""
-    for blob in manifest.blobs():
-        copy_blob(source, target, blob, report)
-    for child in manifest.children():
+def _copy_contents(source: Endpoint, target: Endpoint, root: Manifest, report: CopyReport) -> None:
+    """Copy what ``root`` refers to: its blobs, and an index's child manifests (and theirs), each child put after
+    what it refers to; a child the target has already is not gone into (:func:`.index_walk.walk_index`)."""
+
+    def fetch(child: Descriptor) -> Manifest | None:
         if target.client.head_manifest(target.repository, child.digest) is not None:
             report.skipped.append(child.digest)
-            continue
-        child_manifest = source.client.get_manifest(source.repository, child.digest)
-        _copy_contents(source, target, child_manifest, report)
-        target.client.put_manifest(target.repository, child.digest, child_manifest)
+            return None
+        return source.client.get_manifest(source.repository, child.digest)
+
+    where = f"registry {source.client.host}: {source.repository}@{root.digest}"
+    for manifest in walk_index(root, fetch, where):
+        for blob in manifest.blobs():
+            copy_blob(source, target, blob, report)
+        if manifest is not root:
+            target.client.put_manifest(target.repository, manifest.digest, manifest)
 
 
 def copy_blob(source: Endpoint, target: Endpoint, blob: Descriptor, report: CopyReport | None = None) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +38,7 @@ from ..errors import AuthError, NotFoundError, OperationError, RegistryError
 from ..progress.units import count_of, human_bytes
 from ..reference import check_tag
 from .client import RegistryClient
+from .index_walk import walk_index
 from .layout import CheckedBlob, blob_path, manifest_of, root_manifest
 from .manifest import Descriptor, Manifest
 
@@ -85,7 +86,7 @@ def push_layout(  # noqa: PLR0913 - the target, then keyword-only options with d
     """
     check_tag(tag)
     root = root_manifest(layout, ref_name)
-    children = list(_child_manifests(layout, root))
+    children = _child_manifests(layout, root)
     blobs = _unique_blobs([*children, root])
     progress = UploadProgress(on_line, sum(blob.size for blob in blobs), len(blobs), every, clock)
     sources = MountSources(client, repository, mount_from, discover=discover, on_line=on_line)
@@ -101,12 +102,11 @@ def push_layout(  # noqa: PLR0913 - the target, then keyword-only options with d
                       dict(tally.mounted_from), tuple(tally.uploaded_blobs))
 
 
-def _child_manifests(layout: Path, manifest: Manifest) -> Iterator[Manifest]:
-    """The manifests under an index, each after its own children (the order they must be put in)."""
-    for child in manifest.children():
-        loaded = manifest_of(layout, child)
-        yield from _child_manifests(layout, loaded)
-        yield loaded
+def _child_manifests(layout: Path, root: Manifest) -> list[Manifest]:
+    """The manifests under an index, each after its own children (the order they must be put in); raises
+    IndexDepthError for indexes nested deeper than engines follow (:func:`.index_walk.walk_index`)."""
+    walk = walk_index(root, lambda child: manifest_of(layout, child), f"OCI layout {layout}: {root.digest}")
+    return [manifest for manifest in walk if manifest is not root]
 
 
 def _unique_blobs(manifests: Sequence[Manifest]) -> list[Descriptor]:
