@@ -45,8 +45,10 @@ from .body import ERROR_BODY_BYTES, is_read, read_body, read_some
 from .credentials import Credentials, load_credentials
 from .deadline import PROGRESS_BYTES, Clock, Deadline, transfer_seconds
 from .error_factory import error_from_response, oci_error_codes, unreachable_error
+from .index_walk import walk_index
 from .loopback import hostname
 from .manifest import (
+    Descriptor,
     MANIFEST_ACCEPT,
     MANIFEST_TYPES,
     OCI_INDEX,
@@ -122,6 +124,11 @@ def _ref(repository: str, reference: str) -> str:
     return f"{repository}@{reference}" if ":" in reference else f"{repository}:{reference}"
 
 
+def _platform_entry(manifest: Manifest) -> list[Descriptor]:
+    """The one entry of an index an image's config is read through (linux/amd64, else the first); none of an image."""
+    return [pick_platform(manifest.children())] if manifest.is_index else []
+
+
 class _Payload:
     """A request body that knows whether (and how) it can be sent again."""
 
@@ -186,7 +193,11 @@ class BlobReader:
     Its ``len()`` is the blob's size, so ``requests`` can stream it straight into an upload with a
     Content-Length.  However large the blob, it must keep coming: each MiB must arrive within
     ``timeouts.request_s`` of the previous one (the first, of the answer), and no socket read may wait longer
-    than ``timeouts.read_s``.  Close it (or use it as a context manager) to release the connection.
+    than ``timeouts.read_s``.  Its bytes are hashed as they are read: the read that reaches the end raises
+    DigestMismatchError, naming this registry and repository as the source, instead of handing out the last bytes
+    of a blob that does not have its digest (so a copy streamed on into another registry is never committed there,
+    and the error blames the registry the bytes came from).  Close it (or use it as a context manager) to release
+    the connection.
     """
 
     def __init__(  # noqa: PLR0913 - the answer, what it is (for messages), and the limits and clock it is read with
@@ -202,6 +213,9 @@ class BlobReader:
         self._clock = clock
         self._deadline = self._next_deadline()
         self._since_mark = 0
+        algorithm = digest.partition(":")[0]
+        self._hasher = hashlib.new(algorithm) if algorithm in ("sha256", "sha512") else None
+        self._got = 0
 
     def read(self, size: int = -1) -> bytes:
         """Up to ``size`` bytes (all that is left if negative); b"" at the end.
@@ -229,7 +243,24 @@ class BlobReader:
         if self._since_mark >= PROGRESS_BYTES:
             self._since_mark %= PROGRESS_BYTES
             self._deadline = self._next_deadline()
+        self._check(chunk)
         return chunk
+
+    def _check(self, chunk: bytes) -> None:
+        """Hash ``chunk``; at the end (nothing more, or the declared size reached: an upload streaming this reader
+        stops at its Content-Length) raise DigestMismatchError unless the bytes had the blob's digest."""
+        if self._hasher is None:
+            return
+        self._hasher.update(chunk)
+        self._got += len(chunk)
+        if chunk and not 0 < self.size <= self._got:
+            return
+        found = f"{self._hasher.name}:{self._hasher.hexdigest()}"
+        self._hasher = None
+        if found != self.digest:
+            raise DigestMismatchError(
+                f"registry {self._registry}: {self._what}: the {self._got} bytes it sent have digest {found}, not the "
+                f"one asked for; the blob is corrupt at this source (or on the way from it); refusing it")
 
     def _next_deadline(self) -> Deadline:
         return Deadline.after(self._timeouts.request_s, self._registry, self._what, self._clock)
@@ -550,12 +581,15 @@ class RegistryClient:
     def get_image_config(self, repository: str, manifest: Manifest) -> ImageConfig:
         """The config (labels, created, platform) of the image ``manifest`` describes.
 
-        For an index, the linux/amd64 entry is read (else the first).  Raises NotFoundError, AuthError, or
+        For an index, the linux/amd64 entry is read (else the first), and so on down an index of indexes.  Raises
+        NotFoundError, AuthError, IndexDepthError for indexes nested too deep (:mod:`.index_walk`), or
         RegistryError if the manifest has no config or it is not JSON.
         """
         if manifest.is_index:
-            child = pick_platform(manifest.children())
-            manifest = self.get_manifest(repository, child.digest)
+            where = f"registry {self.host}: {_ref(repository, manifest.digest)}"
+            path = walk_index(manifest, lambda child: self.get_manifest(repository, child.digest), where,
+                              follow=_platform_entry)
+            manifest = next(path)  # the deepest first: the image at the end of the path
         config = manifest.config()
         if config is None:
             raise RegistryError(f"registry {self.host}: manifest {_ref(repository, manifest.digest)} has no config")
