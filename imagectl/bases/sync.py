@@ -6,6 +6,11 @@ Blob by blob: a blob the team copy has is skipped; one the team registry holds i
 on the base (a pushed image carries its base's layers) is mounted from there; within one registry every blob is
 mounted from the upstream repository; the rest is streamed from a GET into an upload.
 
+Upstream is not trusted to be sane: indexes nested deeper than engines follow are refused in one line
+(:mod:`~imagectl.registry.index_walk`), a blob whose bytes miss its digest is refused naming the upstream registry it
+came from, and of the referrers only those whose own ``subject`` is the image (or an index's child) are copied, at
+most ``[registry] max_referrers`` of them (default 1000) over the image and its children; each left out is a note.
+
 Order, so a failure never leaves a tag naming something incomplete: blobs, then each child manifest by digest, then
 the index by digest (:func:`~imagectl.registry.copy.copy_image`), then the referrers, then the digest tag
 (``<tag>--<12 hex>``), and last the tag itself.  Every write is safe against another sync at the same moment: blobs
@@ -29,7 +34,8 @@ from ..errors import AuthError, ImagectlError, InputError, NotFoundError, Regist
 from ..reference import Reference
 from ..registry.copy import Endpoint, copy_image
 from ..registry.manifest import Manifest, is_platform_entry, platform_name
-from ..registry.referrers import copy_referrers
+from ..registry.index_walk import walk_index
+from ..registry.referrers import CopiedReferrers, copy_referrers
 from .clients import HostClients
 from .naming import MatrixBase, digest_tag, team_copy, upstream
 
@@ -45,7 +51,7 @@ class SyncResult:
     """What ``bases sync`` did for one base: ``copied`` (the team tag now pins ``digest``; ``previous`` is what it
     pinned before, if anything), ``unchanged`` (it already did), ``gone`` (upstream has no such tag; the team copy
     keeps ``digest``) or ``failed`` (``error``).  ``blobs_copied`` counts blobs uploaded or mounted, ``mounted``
-    those of them mounted from a team repository."""
+    those of them mounted from a team repository; ``notes`` says which referrers were left out, and why."""
 
     base: str
     team_copy: str
@@ -57,10 +63,11 @@ class SyncResult:
     mounted: int = 0
     referrers: int = 0
     error: str = ""
+    notes: tuple[str, ...] = ()  # referrers left out: about another image, or past [registry] max_referrers
 
     def as_dict(self) -> dict[str, object]:
         """The JSON shape."""
-        return {**asdict(self), "platforms": list(self.platforms)}
+        return {**asdict(self), "platforms": list(self.platforms), "notes": list(self.notes)}
 
 
 def platforms_of(manifest: Manifest) -> tuple[str, ...]:
@@ -102,19 +109,27 @@ def _sync(base: MatrixBase, team: Reference, config: Config, clients: HostClient
     src = Endpoint(clients.ask(source_ref.domain, lambda c: c), source_ref.path)
     dst = Endpoint(clients.ask(team.domain, lambda c: c), team.path)
     mounted = mount_from_team(src, dst, manifest, mount_candidates(base, config.namespace))
-    copied, referrers = settled(lambda: _copy(src, dst, manifest, base.tag, write_tag=before != manifest.digest))
+    copied, referrers = settled(lambda: _copy(src, dst, manifest, base.tag, write_tag=before != manifest.digest,
+                                              max_referrers=config.max_referrers))
     action: SyncAction = "unchanged" if before == manifest.digest else "copied"
     previous = before if before and before != manifest.digest else ""
+    notes = tuple(line for r in referrers for line in r.notes())
     return SyncResult(name, where, action, manifest.digest, previous, platforms_of(manifest),
-                      copied + len(mounted), len(mounted), len(referrers))
+                      copied + len(mounted), len(mounted), sum(len(r.copied) for r in referrers), notes=notes)
 
 
-def _copy(src: Endpoint, dst: Endpoint, manifest: Manifest, tag: str, *, write_tag: bool) -> tuple[int, list[str]]:
+def _copy(src: Endpoint, dst: Endpoint, manifest: Manifest, tag: str, *,  # noqa: PLR0913 - keyword-only switches
+          write_tag: bool, max_referrers: int) -> tuple[int, list[CopiedReferrers]]:
     """The writes of a sync, each idempotent, in the module docstring's order; the blobs copied (uploaded or
-    mounted) and the referrers copied."""
+    mounted) and what became of the referrers (of the image and of an index's children: ``max_referrers`` read in
+    all)."""
     report = copy_image(src, manifest.digest, dst)
-    referrers = [*copy_referrers(src, manifest.digest, dst),
-                 *(r for child in manifest.children() for r in copy_referrers(src, child.digest, dst))]
+    referrers: list[CopiedReferrers] = []
+    budget = max_referrers
+    for subject in (manifest.digest, *(child.digest for child in manifest.children())):
+        done = copy_referrers(src, subject, dst, limit=budget)
+        budget -= len(done.copied) + len(done.foreign)
+        referrers.append(done)
     keep = digest_tag(tag, manifest.digest)
     if keep:
         dst.client.put_manifest(dst.repository, keep, manifest)
@@ -148,7 +163,8 @@ def mount_from_team(source: Endpoint, target: Endpoint, manifest: Manifest, cand
     otherwise."""
     if not candidates or source.client.host == target.client.host:
         return []
-    manifests = [manifest, *(source.client.get_manifest(source.repository, c.digest) for c in manifest.children())]
+    where = f"registry {source.client.host}: {source.repository}@{manifest.digest}"
+    manifests = list(walk_index(manifest, lambda c: source.client.get_manifest(source.repository, c.digest), where))
     mounted: list[str] = []
     for blob in {b.digest: b for m in manifests for b in m.blobs()}.values():
         if target.client.blob_exists(target.repository, blob.digest):

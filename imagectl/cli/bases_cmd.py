@@ -53,6 +53,8 @@ def cmd_sync(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> int:
                 f"(the earlier one stays under its digest tag)")
         if r.action == "gone":
             say(f"warning: {r.base} is gone upstream; the team copy keeps {short_digest(r.digest)}")
+        for note in r.notes:
+            say(f"note: {r.base}: {note}", ws.config.secret_values)
     failed: dict[str, list[str]] = {}  # error -> the bases it stopped: one line each (a registry down stops them all)
     for r in results:
         if r.error:

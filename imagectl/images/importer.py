@@ -318,9 +318,12 @@ def _registry_copy(source: SourceImage, target: Reference, tag: str, env: Import
     dst = Endpoint(dst_client, target.path)
     env.log(f"copying {source.reference.repository}@{short_digest(source.digest)} to {target}:{tag}")
     report = copy_image(src, source.digest, dst, tag)
-    attested = copy_referrers(src, source.digest, dst)  # its SBOM, provenance, check report, signatures
+    # its SBOM, provenance, check report, signatures: those about this image, at most [registry] max_referrers
+    attested = copy_referrers(src, source.digest, dst, limit=config.max_referrers)
+    for note in attested.notes():
+        env.log(f"note: {note}")
     how = (f"registry copy: {len(report.mounted)} blobs mounted, {len(report.uploaded)} streamed,"
-           f" {len(report.skipped)} already there, {len(attested)} attestations")
+           f" {len(report.skipped)} already there, {len(attested.copied)} attestations")
     return report.digest, how
 
 

@@ -20,7 +20,8 @@ Requests (fallback): attaching is two blob uploads (the empty config, the payloa
 uploaded again, two bytes), one manifest PUT, and per index update a GET, a PUT and a GET.  Listing is one tag
 listing, one GET of the index, and a GET per artifact the index lacks (usually none).  With the API: one GET.
 
-Both :func:`delete_referrers` (``prune``) and :func:`copy_referrers` (``import``) work on whatever lists them.
+Both :func:`delete_referrers` (``prune``) and :func:`copy_referrers` (``import``, ``bases sync``) take only the
+artifacts whose own ``subject`` is the image, whatever lists them; a copy reads at most its limit of them.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import NotFoundError, RegistryError
-from .copy import Endpoint, copy_image
+from .copy import Endpoint, copy_manifest
 from .manifest import OCI_INDEX, OCI_MANIFEST, Descriptor, Manifest, sha256_digest
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY_BLOB = b"{}"
 EMPTY_DIGEST = sha256_digest(EMPTY_BLOB)
 INDEX_TRIES = 6
+LIMIT_KEY = "[registry] max_referrers"  # the setting that gives copy_referrers its limit
 _OWN_HEX = 16  # hex digits of an artifact's digest in its own tag
 _FALLBACK_RE = re.compile(r"^sha256-(?P<subject>[0-9a-f]{64})(?:\.(?P<own>[0-9a-f]{16}))?$")
 
@@ -199,18 +201,25 @@ def list_referrers(client: ReferrerRegistry, repository: str, subject: str) -> l
 
     Raises RegistryError when the registry cannot be read.
     """
+    return _listing(client, repository, subject)[0]
+
+
+def _listing(client: ReferrerRegistry, repository: str, subject: str,
+             limit: int | None = None) -> tuple[list[Referrer], int]:
+    """:func:`list_referrers`, reading at most ``limit`` artifacts by their own tags; and how many such tags were
+    left unread."""
     answer = client.get_referrers(repository, subject)
     if answer is not None:
-        return sorted(index_entries(answer), key=lambda r: r.digest)
+        return sorted(index_entries(answer), key=lambda r: r.digest), 0
     listed = {r.digest: r for r in index_entries(_read_index(client, repository, subject))}
-    lost = [r for r in _tagged(client, repository, subject) if r.digest not in listed]
+    lost, unread = _tagged(client, repository, subject, set(listed), limit)
     if lost:
         log.info("referrers of %s: %d entries missing from the index; putting them back", subject, len(lost))
         try:
             _update_index(client, repository, subject, add=lost)
         except RegistryError as exc:  # a reader without push rights still gets the whole list
             log.info("could not put them back: %s", exc)
-    return sorted([*listed.values(), *lost], key=lambda r: r.digest)
+    return sorted([*listed.values(), *lost], key=lambda r: r.digest), unread
 
 
 def delete_referrers(client: ReferrerRegistry, repository: str, subject: str) -> list[str]:
@@ -235,18 +244,71 @@ def delete_referrers(client: ReferrerRegistry, repository: str, subject: str) ->
     return deleted
 
 
-def copy_referrers(source: Endpoint, subject: str, target: Endpoint) -> list[str]:
-    """Copy every artifact that refers to ``subject`` in ``source`` to ``target`` (which holds ``subject``
-    already: a copied image keeps its digest), each under its own tag and in the target's referrers index.
+@dataclass(frozen=True)
+class CopiedReferrers:
+    """What :func:`copy_referrers` did: the referrers it copied; those it left out, each with why (its own
+    ``subject`` is not the image, it names none, its listing is no digest); and how many listed it left unread past
+    its limit."""
 
-    Returns the digests copied.  Raises RegistryError (NotFoundError, AuthError) when a read or write fails.
+    subject: str
+    source: str  # REGISTRY/REPOSITORY the referrers were listed in
+    copied: tuple[str, ...] = ()
+    foreign: tuple[tuple[str, str], ...] = ()  # (digest as listed, why it was left out)
+    left: int = 0
+
+    def notes(self) -> list[str]:
+        """One line per referrer left out, and one when the limit cut the list (pure)."""
+        lines = [f"referrer {digest[:80]} in {self.source}: {why}; not copied" for digest, why in self.foreign]
+        if self.left:
+            seen = len(self.copied) + len(self.foreign)
+            lines.append(f"{self.source}@{self.subject}: more referrers than {LIMIT_KEY} allows: copied "
+                         f"{len(self.copied)} of the first {seen} listed, left {self.left} uncopied")
+        return lines
+
+
+def copy_referrers(source: Endpoint, subject: str, target: Endpoint, *, limit: int) -> CopiedReferrers:
+    """Copy the artifacts that refer to ``subject`` in ``source`` to ``target`` (which holds ``subject`` already: a
+    copied image keeps its digest), each under its own tag and in the target's referrers index.
+
+    Only an artifact whose own manifest names ``subject`` as its ``subject`` is copied (a listing may name anything),
+    and its index entry is made from that manifest; at most ``limit`` listed artifacts are read (the first by
+    digest), the rest counted as left.  Raises RegistryError (NotFoundError, AuthError) when a read or write fails.
     """
-    found = list_referrers(source.client, source.repository, subject)
-    for referrer in found:
-        copy_image(source, referrer.digest, target, own_tag(subject, referrer.digest))
-    if found and not has_referrers_api(target.client, target.repository, subject):
-        _update_index(target.client, target.repository, subject, add=found)
-    return [r.digest for r in found]
+    found, unread = _listing(source.client, source.repository, subject, limit)
+    copied: list[Referrer] = []
+    foreign: list[tuple[str, str]] = []
+    for listed in found[:limit]:
+        manifest = source.client.get_manifest(source.repository, listed.digest) if _is_digest(listed.digest) else None
+        why = _not_about(manifest, subject)
+        if manifest is None or why:
+            foreign.append((listed.digest, why or "listed under something that is not a sha256 digest"))
+            continue
+        copy_manifest(source, manifest, target, own_tag(subject, manifest.digest))
+        copied.append(referrer_of(manifest))
+    if copied and not has_referrers_api(target.client, target.repository, subject):
+        _update_index(target.client, target.repository, subject, add=copied)
+    return CopiedReferrers(subject, f"{source.client.host}/{source.repository}", tuple(r.digest for r in copied),
+                           tuple(foreign), max(len(found) - limit, 0) + unread)
+
+
+def _is_digest(text: str) -> bool:
+    return bool(re.fullmatch(r"sha256:[0-9a-f]{64}", text))
+
+
+def _not_about(manifest: Manifest | None, subject: str) -> str:
+    """Why artifact ``manifest`` is no referrer of ``subject`` ("" when it is one; pure)."""
+    if manifest is None:
+        return ""
+    about = subject_of(manifest)
+    if about is None:
+        return f"it names no subject (the image copied is {subject})"
+    if about != subject:
+        return f"its subject is {about[:80]}, not the image copied ({subject})"
+    try:
+        referrer_of(manifest)
+    except RegistryError:
+        return "it is no artifact (no artifactType or config media type)"
+    return ""
 
 
 def _delete_quietly(client: ReferrerRegistry, repository: str, digest: str) -> None:
@@ -261,22 +323,28 @@ def _read_index(client: ReferrerRegistry, repository: str, subject: str) -> Mani
         return None
 
 
-def _tagged(client: ReferrerRegistry, repository: str, subject: str) -> list[Referrer]:
-    """The artifacts of ``subject`` found by their own tags (one listing, a GET each)."""
+def _tagged(client: ReferrerRegistry, repository: str, subject: str, listed: set[str],
+            limit: int | None = None) -> tuple[list[Referrer], int]:
+    """The artifacts of ``subject`` found by their own tags that ``listed`` (the index's digests) lacks: one listing,
+    a GET each, at most ``limit`` GETs; and how many such tags were left unread."""
     prefix = fallback_tag(subject) + "."
+    known = {digest.partition(":")[2][:_OWN_HEX] for digest in listed}
     try:
-        tags = [t for t in client.list_tags(repository) if t.startswith(prefix) and is_referrer_tag(t)]
+        tags = [t for t in client.list_tags(repository) if t.startswith(prefix) and is_referrer_tag(t)
+                and t[len(prefix):] not in known]
     except NotFoundError:
-        return []
+        return [], 0
+    tags.sort()
+    read = tags if limit is None else tags[:limit]
     out = []
-    for tag in sorted(tags):
+    for tag in read:
         try:
             manifest = client.get_manifest(repository, tag)
         except NotFoundError:
             continue  # deleted meanwhile
         if subject_of(manifest) == subject:
             out.append(referrer_of(manifest))
-    return out
+    return out, len(tags) - len(read)
 
 
 def _update_index(client: ReferrerRegistry, repository: str, subject: str, *, add: Sequence[Referrer],

@@ -79,7 +79,7 @@ def verify_json(config: Path, target: str, capsys) -> tuple[int, dict]:
 
 def copy_with_referrers(client: RegistryClient, digest: str, repository: str) -> None:
     copy_image(Endpoint(client, REPO), digest, Endpoint(client, repository), "latest")
-    copy_referrers(Endpoint(client, REPO), digest, Endpoint(client, repository))
+    copy_referrers(Endpoint(client, REPO), digest, Endpoint(client, repository), limit=1000)
 
 
 def replace_referrer(client: RegistryClient, repository: str, digest: str, old: str, new: Manifest | None) -> None:
@@ -135,7 +135,7 @@ def test_tampered_sbom_swapped_subject_and_missing_provenance_each_fail(built, r
     repo = "attest/swapped"
     copy_with_referrers(client, first, repo)
     copy_image(Endpoint(client, REPO), second, Endpoint(client, repo), "other")
-    copy_referrers(Endpoint(client, REPO), second, Endpoint(client, repo))
+    copy_referrers(Endpoint(client, REPO), second, Endpoint(client, repo), limit=1000)
     theirs = artifact_of(client, repo, second, SLSA_PROVENANCE)
     replace_referrer(client, repo, first, artifact_of(client, repo, first, SLSA_PROVENANCE).digest, theirs)
     lines = problems_of(config, f"{host}/{repo}:latest", capsys)
