@@ -25,6 +25,8 @@ from imagectl.registry import Credentials, RegistryClient, RetryPolicy, Timeouts
 from imagectl.registry import client as client_module
 from imagectl.registry.body import ERROR_BODY_BYTES
 from imagectl.registry.client import MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES, MAX_TAG_PAGE_BYTES
+from imagectl.registry.index_walk import MAX_INDEX_DEPTH
+from imagectl.registry.referrers import list_referrers
 from tests.integration.support.hostile import (
     Behavior,
     FakeRegistry,
@@ -38,6 +40,7 @@ from tests.integration.support.hostile import (
 )
 from tests.integration.support.registry import free_port
 from tests.integration.support.skips import require_binary
+from tests.integration.support.upstream import Upstream, artifact, image, nested_index, referrers_index
 from tests.integration.support.sleeps import Sleeps
 
 pytestmark = pytest.mark.integration
@@ -544,3 +547,120 @@ def _imagectl(argv: list[str], cwd: Path, host: str, timeout: float | None = Non
             "sys.exit(status)")
     command = ["-c", peak, *argv] if report_peak else ["-m", "imagectl", *argv]
     return _python(command, cwd, {**state, **docker, **(env or {})})
+
+
+# ------------------------------------------------------------------------------------ issue 36, item 4 and item 7
+# A stand-in upstream (:mod:`tests.integration.support.upstream`) behind ``[mirrors]``; the team registry is a real
+# CNCF distribution registry (the session's), a namespace of its own per test.
+
+UP_REPO = "up/nvidia/cuda"  # docker.io/nvidia/cuda through the mirror prefix up/
+BASE_TAG = "12.1.1-base-ubuntu22.04"  # the base of PROFILE
+BASE = f"nvidia/cuda:{BASE_TAG}"
+
+
+def _upstream(fakes: list[FakeRegistry], repository: str = UP_REPO) -> tuple[Upstream, FakeRegistry]:
+    upstream = Upstream(repository)
+    server = _start(fakes, {})
+    server.route = upstream.route
+    return upstream, server
+
+
+def _bases_sync(cwd: Path, upstream: FakeRegistry, team: str, namespace: str, max_referrers: int | None = None,
+                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``imagectl bases sync PROFILE`` from the stand-in ``upstream`` (the docker.io mirror) into ``team``."""
+    lines = ["[registry]", f'url = "{team}"', f'namespace = "{namespace}"']
+    lines += [f"max_referrers = {max_referrers}"] if max_referrers is not None else []
+    lines += ["", "[mirrors]", f'"docker.io" = "{upstream.host}/up"', ""]
+    (cwd / "imagectl.toml").write_text("\n".join(lines))
+    env = {name: str(cwd / name.lower()) for name in ("XDG_CACHE_HOME", "XDG_STATE_HOME")}
+    env["DOCKER_CONFIG"] = str(cwd / "no-docker-config")
+    return _python(["-m", "imagectl", "bases", "sync", PROFILE], cwd, env, timeout=timeout)
+
+
+def _team(registry) -> RegistryClient:
+    return RegistryClient(registry.host, insecure=True)
+
+
+def test_bases_sync_refuses_1500_nested_indexes_in_one_line(fakes, registry, tmp_path: Path) -> None:
+    upstream, server = _upstream(fakes)
+    top = nested_index(upstream, image(upstream, "leaf"), 1500, BASE_TAG)
+    done = _bases_sync(tmp_path, server, registry.host, "hostile-nest")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"imagectl: {BASE}: registry {server.host}: {UP_REPO}@{top.digest}: image indexes nest "
+                           f"more than {MAX_INDEX_DEPTH} deep"), line
+    # the walk stops at the limit (the team copy's mount walk and the copy's walk each read MAX_INDEX_DEPTH + 1)
+    assert upstream.manifest_gets(server.requests, set(upstream.manifests)) <= 2 * (MAX_INDEX_DEPTH + 1)
+    assert _team(registry).head_manifest("hostile-nest/bases/nvidia/cuda", BASE_TAG) is None
+
+
+def test_verify_refuses_1500_nested_indexes_in_one_line(fakes, tmp_path: Path) -> None:
+    upstream, server = _upstream(fakes)
+    top = nested_index(upstream, image(upstream, "leaf"), 1500, BASE_TAG)
+    done = _imagectl(["verify", f"{server.host}/{UP_REPO}:{BASE_TAG}"], tmp_path, server.host)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"imagectl: registry {server.host}: {UP_REPO}@{top.digest}: image indexes nest more than "
+                           f"{MAX_INDEX_DEPTH} deep"), line
+
+
+def test_bases_sync_copies_only_the_referrers_about_the_image(fakes, registry, tmp_path: Path) -> None:
+    upstream, server = _upstream(fakes)
+    base = image(upstream, "base", BASE_TAG, layers=1)
+    other = image(upstream, "another image")
+    ours = artifact(upstream, base.digest, "about the base")
+    theirs = artifact(upstream, other.digest, "about another image")
+    nobody = artifact(upstream, None, "about nothing")
+    upstream.referrers[base.digest] = referrers_index([ours, theirs, nobody])
+    done = _bases_sync(tmp_path, server, registry.host, "hostile-subject")
+    assert done.returncode == 0, done.stderr
+    team, repo = _team(registry), "hostile-subject/bases/nvidia/cuda"
+    assert team.head_manifest(repo, BASE_TAG) == base.digest
+    assert [r.digest for r in list_referrers(team, repo, base.digest)] == [ours.digest]
+    assert team.head_manifest(repo, theirs.digest) is None and team.head_manifest(repo, nobody.digest) is None
+    notes = [line for line in done.stderr.splitlines() if line.startswith(f"note: {BASE}: referrer ")]
+    source = f"{server.host}/{UP_REPO}"
+    assert sorted(notes) == sorted([
+        f"note: {BASE}: referrer {theirs.digest} in {source}: its subject is {other.digest}, not the image copied "
+        f"({base.digest}); not copied",
+        f"note: {BASE}: referrer {nobody.digest} in {source}: it names no subject (the image copied is "
+        f"{base.digest}); not copied"]), done.stderr
+
+
+@pytest.mark.parametrize("listing", ["referrers API", "tag schema"])
+def test_bases_sync_copies_at_most_max_referrers_of_20000(fakes, registry, tmp_path: Path, listing: str) -> None:
+    """20,000 referrers about the image: the configured 5 are read and copied, the rest left, said in one line."""
+    upstream, server = _upstream(fakes)
+    base = image(upstream, "base", BASE_TAG)
+    many = [artifact(upstream, base.digest, f"number {i}") for i in range(20_000)]
+    if listing == "referrers API":
+        upstream.referrers[base.digest] = referrers_index(many)
+    else:  # no API and no referrers index: only the artifacts' own tags (sha256-<subject>.<16 hex>)
+        upstream.tag_list = [f"sha256-{base.digest[7:]}.{a.digest[7:23]}" for a in many]
+        upstream.tags.update({tag: a.digest for tag, a in zip(upstream.tag_list, many)})
+    namespace = f"hostile-many-{listing.split()[0]}"
+    done = _bases_sync(tmp_path, server, registry.host, namespace, max_referrers=5)
+    assert done.returncode == 0, done.stderr
+    team, repo = _team(registry), f"{namespace}/bases/nvidia/cuda"
+    first = sorted(a.digest for a in many)[:5]
+    assert [r.digest for r in list_referrers(team, repo, base.digest)] == first
+    # 19,995 never asked for (by their own tags, the listing reads the 5 it takes, and the copy reads them again)
+    assert upstream.manifest_gets(server.requests, {a.digest for a in many}) <= (5 if listing == "referrers API" else 10)
+    (line,) = [line for line in done.stderr.splitlines() if "max_referrers" in line]
+    assert line == (f"note: {BASE}: {server.host}/{UP_REPO}@{base.digest}: more referrers than [registry] "
+                    "max_referrers allows: copied 5 of the first 5 listed, left 19995 uncopied")
+
+
+def test_a_corrupt_upstream_blob_is_blamed_on_the_upstream(fakes, registry, tmp_path: Path) -> None:
+    upstream, server = _upstream(fakes)
+    base = image(upstream, "base", BASE_TAG, layers=1)
+    layer = base.layers()[0]
+    upstream.corrupt[layer.digest] = b"X" * layer.size  # as long as the blob, other bytes
+    done = _bases_sync(tmp_path, server, registry.host, "hostile-corrupt")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"imagectl: {BASE}: registry {server.host}: GET blob {UP_REPO}@{layer.digest}: the "
+                           f"{layer.size} bytes it sent have digest "), line
+    assert "corrupt at this source" in line and registry.host not in line
+    team, repo = _team(registry), "hostile-corrupt/bases/nvidia/cuda"
+    assert not team.blob_exists(repo, layer.digest) and team.head_manifest(repo, BASE_TAG) is None
