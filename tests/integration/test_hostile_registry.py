@@ -645,7 +645,8 @@ def test_bases_sync_copies_at_most_max_referrers_of_20000(fakes, registry, tmp_p
     first = sorted(a.digest for a in many)[:5]
     assert [r.digest for r in list_referrers(team, repo, base.digest)] == first
     # 19,995 never asked for (by their own tags, the listing reads the 5 it takes, and the copy reads them again)
-    assert upstream.manifest_gets(server.requests, {a.digest for a in many}) <= (5 if listing == "referrers API" else 10)
+    reads = 5 if listing == "referrers API" else 10
+    assert upstream.manifest_gets(server.requests, {a.digest for a in many}) <= reads
     (line,) = [line for line in done.stderr.splitlines() if "max_referrers" in line]
     assert line == (f"note: {BASE}: {server.host}/{UP_REPO}@{base.digest}: more referrers than [registry] "
                     "max_referrers allows: copied 5 of the first 5 listed, left 19995 uncopied")
