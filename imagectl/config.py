@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import paths
 from .errors import ConfigError, ValidationError
 from .reference import parse_reference
 from .tomlfile import load_toml
@@ -117,17 +119,19 @@ class Config:
 
 def find_config_file(path: str | None, env: Mapping[str, str], cwd: Path) -> Path | None:
     """The configuration file to read, or None; raises ConfigError for a named file that is missing or is a
-    directory (also ``./imagectl.toml``)."""
+    directory (also ``./imagectl.toml``), and for one that cannot be looked at (a folder on the way the user may not
+    enter)."""
     if path is not None and not path.strip():
         raise ConfigError("--config: name a configuration file (the path is empty)")
     named = path or env.get("IMAGECTL_CONFIG")
     origin = ("--config" if path else "IMAGECTL_CONFIG") if named else "./imagectl.toml"
     candidate = (cwd / named).resolve() if named else cwd / "imagectl.toml"
-    if candidate.is_dir():
+    found = paths.status(candidate, ConfigError, f"the configuration file ({origin})")
+    if found is not None and stat.S_ISDIR(found.st_mode):
         raise ConfigError(f"{origin}: {named or candidate} is a directory, not a configuration file")
-    if named and not candidate.is_file():
+    if named and found is None:
         raise ConfigError(f"{origin}: configuration file {named} not found")
-    return candidate if candidate.is_file() else None
+    return candidate if found is not None else None
 
 
 def load_config(path: str | None = None, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Config:
@@ -364,22 +368,19 @@ def _as_runtime(value: Any, _base: Path) -> str:
 
 def _as_file(value: Any, base: Path) -> Path:
     path = (base / str(value)).resolve()
-    if not isinstance(value, str) or not path.is_file():
+    if not isinstance(value, str) or not paths.is_file(path, ValidationError):
         raise ValidationError(f"{value!r} is not a readable file")
-    try:  # read now, so a file that cannot be read (EACCES, EIO) is this key's error, not a later traceback
-        with path.open("rb") as handle:
-            handle.read(1)
-    except OSError as exc:
-        raise ValidationError(f"{value!r} cannot be read: {exc.strerror or exc}") from None
+    paths.check_readable(path, ValidationError)  # now: a file that cannot be read is this key's error, not a later one
     return path
 
 
 def _as_dirs(value: Any, base: Path) -> tuple[Path, ...]:
-    paths = tuple((base / str(item)).resolve() for item in _as_list(value))
-    for item, path in zip(value, paths, strict=True):
-        if not path.is_dir():
+    found = tuple((base / str(item)).resolve() for item in _as_list(value))
+    for item, path in zip(value, found, strict=True):
+        if not paths.is_dir(path, ValidationError):
             raise ValidationError(f"{item!r} is not a directory")
-    return paths
+        paths.check_listable(path, ValidationError)  # a folder that cannot be listed is refused, not read as empty
+    return found
 
 
 def _as_as_of(value: Any, _base: Path) -> str:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import paths
 from .errors import InputError
 
 if sys.version_info >= (3, 11):
@@ -23,7 +24,7 @@ def read_bytes(path: Path, error: type[InputError] = InputError) -> bytes:
     except IsADirectoryError:
         raise error(f"{path}: is a directory, not a TOML file") from None
     except OSError as exc:
-        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise paths.cannot_read(path, exc, error) from None
 
 
 def load_toml(path: Path, error: type[InputError] = InputError) -> dict[str, Any]:
