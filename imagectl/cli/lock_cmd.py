@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 
 import click
 
+from .. import paths
 from ..errors import ImagectlError, InputError
 from ..grammar import check_python
 from ..lock.lockfile import DEFAULT_PLATFORM
@@ -125,7 +126,7 @@ def _lock_one(ws: Workspace, profile: Profile, run: _LockRun, platform: str = DE
     dest = run.destination(lock_id)
     target = target_for(profile, ws.config, platform)
     existing = None
-    if dest is not None and dest.is_file():
+    if dest is not None and paths.is_file(dest, InputError, "the lock"):
         existing = read_lock(dest)
         same = (existing.header.inputs == lock_inputs(profile, platform) and existing.header.index == target.index
                 and existing.header.platform == target.platform)
@@ -172,7 +173,7 @@ def _system(ws: Workspace, names: tuple[str, ...], python: str | None, output: s
         if dest is None:
             click.echo(lock.text, nl=False)
             continue
-        if dest.is_file() and same_packages(read_system_lock(dest), lock):
+        if paths.is_file(dest, InputError, "the system lock") and same_packages(read_system_lock(dest), lock):
             click.echo(f"{system_lock_file(lock)}: up to date ({dest})", err=True)
             continue
         write_system_lock(lock, dest)
@@ -187,29 +188,29 @@ def _check(ws: Workspace, framework: str | None) -> int:
     from ..lock.verify import check_files, missing_locks  # here: it reads the index (requests)
 
     profiles = list_profiles(ws.matrix, check_framework(ws, framework))
-    paths = sorted(p for d, _ in lock_dirs(ws.config) if d.is_dir() for p in d.glob("*.txt"))
+    files = sorted(p for d, _ in lock_dirs(ws.config) if paths.is_dir(d) for p in d.glob("*.txt"))
     if framework:
-        paths = [p for p in paths if p.name.startswith(f"{framework}-")]
-    problems = [*check_files(paths, ws.matrix, index_timeout=ws.config.pip_timeout),
+        files = [p for p in files if p.name.startswith(f"{framework}-")]
+    problems = [*check_files(files, ws.matrix, index_timeout=ws.config.pip_timeout),
                 *missing_locks(profiles, ws.config)]
     for problem in problems:
         say(f"imagectl: lock --check: {problem}", ws.config.secret_values)
-    marked, refused = _advisories(ws, paths)
-    click.echo(f"{len(paths)} lock files checked, {len(problems)} problems"
+    marked, refused = _advisories(ws, files)
+    click.echo(f"{len(files)} lock files checked, {len(problems)} problems"
                + (f", {marked} carry advisories" if marked else "")
                + (f", {refused} refused by [advisories] fail_on" if refused else ""), err=True)
     return 1 if problems or refused else 0
 
 
-def _advisories(ws: Workspace, paths: list[Path]) -> tuple[int, int]:
-    """One ``advisory`` line per finding of each lock file at ``paths``; ``(locks that carry one, findings that
+def _advisories(ws: Workspace, files: list[Path]) -> tuple[int, int]:
+    """One ``advisory`` line per finding of each lock file of ``files``; ``(locks that carry one, findings that
     [advisories] fail_on refuses)``: only those change the exit status (an advisory is upstream's fact about a
     release, not drift of the lock)."""
     from ..advisories.gate import gate_hits
     from ..advisories.snapshot import known_advisories
 
     known, marked, refused = known_advisories(ws.config), 0, 0
-    for path in paths:
+    for path in files:
         found = known.findings(read_lock(path).versions)
         hits = gate_hits(found, ws.config.advisories_fail_on)
         for f in found:

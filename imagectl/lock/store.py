@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from .. import shipped
+from .. import paths, shipped
 from ..config import Config
 from ..errors import InputError, OperationError
 from ..matrix.model import Profile
@@ -48,11 +48,7 @@ def lock_dirs(config: Config) -> list[tuple[Path, LockOrigin]]:
 def read_lock(path: Path) -> Lock:
     """The lock at ``path``, read now (parsed once per process for the same path and bytes: ``list`` asks for the
     same lock of every flavour and OS); raises InputError naming the file for one that cannot be read or parsed."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the lock: {getattr(exc, 'strerror', None) or exc}") from None
-    return _parsed(text, str(path))
+    return _parsed(paths.read_text(path, InputError, "the lock"), str(path))
 
 
 @lru_cache(maxsize=256)
@@ -67,7 +63,7 @@ def find_lock(profile: Profile, config: Config, index: str, platform: str = DEFA
     name = f"{profile_lock_id(profile, platform)}.txt"
     for directory, origin in lock_dirs(config):
         path = directory / name
-        if path.is_file():
+        if paths.is_file(path, InputError, "the lock"):
             header = (lock := read_lock(path)).header
             if (header.index.rstrip("/") == index.rstrip("/") and header.python == profile.python
                     and header.oci_platform == platform):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import paths
 from ..config import Config
 from ..errors import InputError
 from ..matrix.model import Profile
@@ -30,11 +31,7 @@ def profile_system_lock_id(profile: Profile, platform: str = DEFAULT_PLATFORM) -
 
 def read_system_lock(path: Path) -> SystemLock:
     """The system lock at ``path``; raises InputError naming the file for one that cannot be read or parsed."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the system lock: {getattr(exc, 'strerror', None) or exc}") from None
-    return parse_system_lock(text, str(path))
+    return parse_system_lock(paths.read_text(path, InputError, "the system lock"), str(path))
 
 
 def find_system_lock(profile: Profile, config: Config, platform: str = DEFAULT_PLATFORM) -> FoundSystemLock | None:
@@ -43,7 +40,7 @@ def find_system_lock(profile: Profile, config: Config, platform: str = DEFAULT_P
     name = profile_system_lock_id(profile, platform) + SUFFIX
     for directory, origin in lock_dirs(config):
         path = directory / name
-        if path.is_file():
+        if paths.is_file(path, InputError, "the system lock"):
             lock = read_system_lock(path)
             h = lock.header
             if (h.base, h.python, h.framework, h.platform) != (profile.base_image.familiar, profile.python,
