@@ -15,6 +15,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from . import paths
 from .errors import InputError, ValidationError
 from .grammar import is_safe_text, refusal
 
@@ -91,8 +92,4 @@ def read_requirements(path: str | None) -> tuple[str, ...]:
     requirements."""
     if path is None:
         return ()
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--requirements {path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    return parse_requirements(text, path)
+    return parse_requirements(paths.read_text(Path(path), InputError, "the --requirements file"), path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import paths
 from .config import Config
 from .errors import InputError
 
@@ -36,4 +37,4 @@ def template_dirs(config: Config) -> list[Path]:
 
 def template_files(config: Config) -> list[Path]:
     """Every file of the configured and shipped template directories."""
-    return [f for d in template_dirs(config) for f in d.rglob("*") if f.is_file()]
+    return [f for d in template_dirs(config) for f in d.rglob("*") if paths.is_file(f, InputError, "the template")]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .. import shipped
+from .. import paths, shipped
 from ..config import Config
 from ..errors import MatrixError
 from .match import Finding, findings
@@ -57,11 +57,14 @@ def read_record(path: Path) -> Advisory | None:
 
 def record_files(directory: Path) -> list[Path]:
     """The ``*.json`` files under ``directory`` (any depth, sorted); none for a folder that is not there; raises
-    MatrixError naming the folder when it cannot be looked at (a parent the user may not enter)."""
+    MatrixError naming the folder, or the record, that cannot be looked at (a parent the user may not enter)."""
+    if not paths.is_dir(directory, MatrixError, "the advisories folder"):
+        return []
     try:
-        return sorted(p for p in directory.rglob("*.json") if p.is_file()) if directory.is_dir() else []
+        found = sorted(directory.rglob("*.json"))
     except OSError as exc:
-        raise MatrixError(f"{directory}: cannot read the advisories folder: {exc.strerror or exc}") from None
+        raise paths.cannot_read(exc.filename or directory, exc, MatrixError, "the advisories folder") from None
+    return [p for p in found if paths.is_file(p, MatrixError, "the OSV record")]
 
 
 def load_advisories(dirs: Sequence[Path]) -> Advisories:

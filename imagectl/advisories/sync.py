@@ -15,12 +15,14 @@ from __future__ import annotations
 import io
 import json
 import re
+import stat
 import subprocess
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from .. import paths
 from ..errors import InputError, MatrixError, OperationError
 from ..lock.store import write_atomically
 from .record import parse_record
@@ -73,14 +75,25 @@ def parse_text(text: bytes, name: str, where: str) -> Any:
 
 def folder_records(root: Path) -> Iterator[tuple[str, bytes]]:
     """``(path inside root, bytes)`` of every record file under ``root``; raises InputError for a folder that is
-    not there."""
-    if not root.is_dir():
+    not there, and naming the path for one that cannot be read."""
+    if not paths.is_dir(root, InputError, "the --from folder"):
         raise InputError(f"--from {root}: not a folder of OSV records (nor an http(s) URL of a zip of them)")
-    for path in sorted(root.rglob("*")):
-        if path.suffix in SUFFIXES and path.is_file() and ".git" not in path.relative_to(root).parts:
-            if path.stat().st_size > MAX_RECORD_BYTES:
-                raise MatrixError(f"{path}: {path.stat().st_size} bytes is too big for an OSV record")
-            yield path.relative_to(root).as_posix(), path.read_bytes()
+    for path in _walk(root):
+        if path.suffix in SUFFIXES and ".git" not in path.relative_to(root).parts:
+            found = paths.status(path, InputError, "the OSV record")
+            if found is None or not stat.S_ISREG(found.st_mode):
+                continue
+            if found.st_size > MAX_RECORD_BYTES:
+                raise MatrixError(f"{path}: {found.st_size} bytes is too big for an OSV record")
+            yield path.relative_to(root).as_posix(), paths.read_bytes(path, InputError, "the OSV record")
+
+
+def _walk(root: Path) -> list[Path]:
+    """Every path under ``root``, sorted; raises InputError naming the folder that cannot be listed."""
+    try:
+        return sorted(root.rglob("*"))
+    except OSError as exc:
+        raise paths.cannot_read(exc.filename or root, exc, InputError, "the --from folder") from None
 
 
 def archive_records(data: bytes, url: str) -> Iterator[tuple[str, bytes]]:
@@ -207,7 +220,7 @@ def source_files(source: str, timeout: float | None) -> tuple[Iterator[tuple[str
         return archive_records(data, source), source, archive_commit(data)
     root = Path(source).expanduser()
     files = folder_records(root)  # a generator: the folder is checked on first use, so check it now
-    if not root.is_dir():
+    if not paths.is_dir(root, InputError, "the --from folder"):
         raise InputError(f"--from {source}: not a folder of OSV records (nor an http(s) URL of a zip of them)")
     return files, str(root.resolve()), folder_commit(root)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import paths
 from ..errors import ConfigError, OperationError
 
 if TYPE_CHECKING:
@@ -64,9 +65,10 @@ def load_signing_key(path: Path) -> SigningKey:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    data = paths.read_bytes(path, ConfigError, "the [attest] key")
     try:
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-    except (OSError, ValueError, TypeError) as exc:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
         raise ConfigError(f"[attest] key {path}: not a readable unencrypted PEM private key "
                           f"({type(exc).__name__})") from None
     if not isinstance(key, Ed25519PrivateKey):
@@ -80,9 +82,10 @@ def load_public_key(path: Path) -> PublicKey:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    data = paths.read_bytes(path, ConfigError, "the [attest] public_key")
     try:
-        key = serialization.load_pem_public_key(path.read_bytes())
-    except (OSError, ValueError, TypeError) as exc:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError) as exc:
         raise ConfigError(f"[attest] public_key {path}: not a readable PEM public key ({type(exc).__name__})") from None
     if not isinstance(key, Ed25519PublicKey):
         raise ConfigError(f"[attest] public_key {path}: an {type(key).__name__}, not an Ed25519 key")

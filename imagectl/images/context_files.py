@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from .. import paths
 from ..errors import InputError
 
 CONTEXT_PREFIX = "files"
@@ -43,7 +44,7 @@ def _unlistable(exc: OSError) -> None:
 def _walk(root: Path) -> list[Path]:
     """Every entry under ``root``, sorted, not following links to directories; raises InputError for a
     directory that cannot be listed."""
-    if not root.is_dir():
+    if not paths.is_dir(root, InputError, "the [paths] context folder"):
         raise InputError(f"[paths] context: {root} is not a directory")
     out: list[Path] = []
     for top, subdirs, files in os.walk(root, onerror=_unlistable):

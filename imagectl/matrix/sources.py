@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import paths
 from ..errors import MatrixError
 from ..tomlfile import read_bytes
 
@@ -29,7 +30,7 @@ def matrix_files(dirs: Sequence[Path]) -> list[Path]:
     for a directory that is missing."""
     files: list[Path] = []
     for directory in dirs:
-        if not directory.is_dir():
+        if not paths.is_dir(directory, MatrixError, "the matrix directory"):
             raise MatrixError(f"{directory}: matrix directory not found")
         files.extend(sorted(directory.glob("*.toml")))
     return files

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .. import paths
 from ..errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -70,11 +71,11 @@ def load_credentials(
 
 def read_docker_config(path: Path) -> dict[str, Any]:
     """The parsed Docker config at ``path`` ({} if absent); raises ConfigError if unreadable or not an object."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not paths.exists(path, ConfigError, "the Docker config"):
         return {}
-    except (OSError, ValueError) as exc:
+    try:
+        data = json.loads(paths.read_text(path, ConfigError, "the Docker config"))
+    except ValueError as exc:
         raise ConfigError(f"cannot read Docker config {path}: {type(exc).__name__}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"Docker config {path} is not a JSON object")

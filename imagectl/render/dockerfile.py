@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jinja2
 
+from .. import paths
 from ..config import Config
 from ..errors import ImagectlError, TemplateError, ValidationError
 from ..image_spec import ImageSpec
@@ -30,11 +31,23 @@ EXTRAS_TEMPLATE = "Dockerfile.extras.j2"
 ENTRY_TEMPLATE = "entry.sh.j2"  # the entry check, /opt/imagectl/entry.sh in the image
 
 
+class _TemplateLoader(jinja2.FileSystemLoader):
+    """Jinja's folder loader, except that a template it cannot look at in a folder (a link into a folder the user may
+    not enter) is a TemplateError naming it rather than skipped for the next folder's (the shipped one)."""
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+        pieces = jinja2.loaders.split_template_path(template)  # raises TemplateNotFound for '..' and the like
+        for folder in self.searchpath:  # in search order, up to the first that has it
+            if paths.exists(Path(folder, *pieces), TemplateError, "the template"):
+                break
+        return super().get_source(environment, template)
+
+
 def make_environment(dirs: Sequence[Path]) -> jinja2.Environment:
     """A strict, deterministic Jinja environment over ``dirs``, sandboxed (:mod:`.sandbox`): a user's
     template runs no host code, and any failure while rendering is a one-line TemplateError."""
     env = TemplateSandbox(
-        loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
+        loader=_TemplateLoader([str(d) for d in dirs]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -103,10 +116,7 @@ def context_files(spec: ImageSpec, config: Config, env: jinja2.Environment | Non
                                                   {**context, "requirement_lines": requirement_lines(spec.extras_lock)})
     out = {name: text.encode() for name, text in files.items()}
     if config.ca_bundle:
-        try:
-            out["ca.pem"] = config.ca_bundle.read_bytes()
-        except OSError as exc:
-            raise ValidationError(f"[build] ca_bundle {config.ca_bundle}: cannot read: {exc.strerror or exc}") from None
+        out["ca.pem"] = paths.read_bytes(config.ca_bundle, ValidationError, "the [build] ca_bundle")
     if netrc:
         out[NETRC_FILE] = netrc.encode()
     return out
