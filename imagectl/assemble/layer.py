@@ -9,11 +9,18 @@ them as one stream):
   CRC-32 and size as its trailer: no byte is compressed again, so writing a layer costs little more than copying
   the wheels;
 - everything else (tar headers and padding, stored members, generated files: RECORD, scripts, ``.pyc``) is
-  gathered and deflated (zlib level 6) into members between them.
+  gathered into members between them, deflated by :func:`.deflate.deflate`: stored blocks, and each run of NULs (a
+  tar header's empty fields, padding) as a block of copies.
+
+No byte of a layer comes from a compressor's choices: the copied streams are the wheels' own, :mod:`.deflate`'s
+blocks are fixed by their content, and CRC-32 is a function of the bytes alone.  So the same entries give the same bytes
+on any machine, whichever zlib its Python links (zlib, zlib-ng, a vendor's fork: each deflates differently).  The
+price is the generated runs' compression; for the ``.pyc`` layer that is the larger share (the README's numbers).
+:data:`LAYER_WRITER` names this byte format; it changes whenever the bytes would, and a build's provenance records
+it.
 
 As it writes, it hashes the uncompressed tar (the layer's ``diff_id``), the compressed bytes (the blob's digest)
-and each file (for RECORD), and checks every copied member against its CRC-32 by inflating it.  The same entries
-give the same bytes on any machine (given zlib's deflate, which has produced the same output for years).
+and each file (for RECORD), and checks every copied member against its CRC-32 by inflating it.
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from ..errors import BuildError
+from .deflate import deflate
 from .wheel import Member, inflated_chunks, member_chunks
 
 GZIP_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+LAYER_WRITER = "imagectl-layer/2"  # the byte format (1: the generated runs deflated by the host's zlib at level 6)
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no flags, mtime 0, no extra flags, OS unknown
 _FLUSH_AT = 4 * 1024 * 1024
 _BLOCK = 512
@@ -177,9 +186,7 @@ class LayerWriter:
     def _flush(self) -> None:
         if not self._pending:
             return
-        deflater = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
-        body = deflater.compress(bytes(self._pending)) + deflater.flush()
-        self._member(body, zlib.crc32(self._pending), len(self._pending))
+        self._member(deflate(self._pending), zlib.crc32(self._pending), len(self._pending))
         self._pending = bytearray()
 
     def _copy_deflated(self, wheel: Path, member: Member, content: hashlib._Hash) -> None:
