@@ -146,7 +146,10 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None, c
     where = str(file) if file else "configuration"
     _check_sections(raw, where)
     values = _flatten(raw, file.parent if file else cwd, where)
-    values.update(_env_overrides(env, cwd))
+    overrides = _env_overrides(env, cwd)
+    if ("mirrors", "*") in overrides:  # IMAGECTL_MIRRORS replaces the file's whole [mirrors] table
+        values = {key: value for key, value in values.items() if key[0] != "mirrors"}
+    values.update(overrides)
     config = _build(values, str(file) if file else "defaults")
     return replace(config, notes=_exposure_notes(file, config)) if file else config
 

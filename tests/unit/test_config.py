@@ -62,6 +62,17 @@ def test_environment_overrides_single_keys(tmp_path):
     assert len(cfg.pip_extra_index_urls) == 2
 
 
+def test_imagectl_mirrors_replaces_the_whole_mirror_table(tmp_path):
+    """IMAGECTL_MIRRORS is the mirror table, as the README says: the file's entry for the same registry does not win
+    over it, and the file's entries for other registries are gone."""
+    write(tmp_path, '[mirrors]\n"docker.io" = "file.example.com/hub"\n"ghcr.io" = "file.example.com/ghcr"\n')
+    env = {"IMAGECTL_MIRRORS": "docker.io=env.example.com/hub"}
+    assert load_config(env=env, cwd=tmp_path).mirrors == {"docker.io": "env.example.com/hub"}
+    assert load_config(env={"IMAGECTL_MIRRORS": ""}, cwd=tmp_path).mirrors == {}
+    assert load_config(env={}, cwd=tmp_path).mirrors == {"docker.io": "file.example.com/hub",
+                                                          "ghcr.io": "file.example.com/ghcr"}
+
+
 def test_config_flag_and_variable_name_the_file(tmp_path):
     other = tmp_path / "other.toml"
     other.write_text('[registry]\nnamespace = "team"\n')
