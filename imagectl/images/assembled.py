@@ -14,21 +14,24 @@ machine downloads nothing; no index credential ever reaches a build).  Then, on 
 
 A locked package the venv already holds at another version is replaced as pip would: a layer of whiteouts of its
 files comes right after the system image.  The image (its config: the system image's, with these layers'
-``diff_ids`` and history entries at time 0) is written as an OCI layout and loaded into the engine, where the check
-runs on it; the push sends the layout's own blobs (nothing is compressed again).  Each layer is staged into the
-engine's store as soon as it and those below it are written (:class:`LayerStager`), so the load finds them made.
-Layers that change least come first, so an upgrade of the framework moves only the layers above the CUDA one.
+``diff_ids`` and history entries at time 0) is written as an OCI layout (:func:`imagectl.registry.layout.write_layout`)
+and loaded into the engine, where the check runs on it; the push sends the layout's own blobs (nothing is compressed
+again).  Each layer is staged into the engine's store as soon as it and those below it are written
+(:class:`~imagectl.engine.layer_store.LayerStager`), so the load finds them made.  Layers that change least come
+first, so an upgrade of the framework moves only the layers above the CUDA one.
+
+This module orchestrates: what runs when, on which thread, and what a failure undoes.  The engine it takes is a
+:class:`~imagectl.engine.LayoutEngine` (buildah): only such an engine loads, stages and pushes layouts.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import functools
 import os
-import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,13 +48,14 @@ from ..assemble.wheel import Member, read_wheel
 from ..cache import cache_dir
 from ..config import Config
 from ..engine import Engine, EngineBuild, LayoutEngine, LineSink, Pushed
-from ..errors import BuildError, ImagectlError
+from ..engine.layer_store import LayerStager
+from ..errors import BuildError
 from ..labels import BUILD_KEY, ENGINE
 from ..lock.layers import split_layers
 from ..lock.lockfile import LockedPackage
 from ..progress.heartbeat import Heartbeat
-from ..registry.layout import blob_path, link_or_copy, read_small_blob, root_manifest
-from ..registry.manifest import sha256_digest
+from ..registry.layout import LayoutLayer, system_layers, write_layout
+from ..registry.manifest import Descriptor
 from ..render.context import CONSTRAINTS_PATH, ENTRY_PATH, EXTRAS_LOCK_FILE, LOCK_PATH, lock_layers
 from .context_write import write_context
 from .early_upload import EarlyUpload
@@ -60,12 +64,9 @@ from .trace import Trace
 
 VENV = "/opt/venv"
 FILES_DIR = "/opt/imagectl"
-EPOCH = "1970-01-01T00:00:00Z"
 INSTALL_STEP = "imagectl: install"  # the history entry of a lock layer: "imagectl: install /opt/imagectl/FILE (pins)"
 COMPILE_STEP = "imagectl: compile"
 COPY_STEP = "imagectl: copy"
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,12 @@ class Written:
 
     blob: LayerBlob
     created_by: str
+
+    def layout_layer(self) -> LayoutLayer:
+        """The layer as :func:`~imagectl.registry.layout.write_layout` puts it on the system image."""
+        media_type = str(self.blob.descriptor()["mediaType"])
+        return LayoutLayer(self.blob.path, Descriptor(media_type, self.blob.digest, self.blob.size), self.blob.diff_id,
+                           self.created_by)
 
 
 @dataclass(frozen=True)
@@ -135,7 +142,7 @@ def assembled_build(plan: Plan, config: Config, engine: LayoutEngine, trace: Tra
 def _assemble(plan: Plan, config: Config, engine: LayoutEngine, trace: Trace, context: Path,  # noqa: PLR0913
               groups: Sequence[LayerGroup], scheme: Scheme, work: Path, upload: EarlyUpload | None) -> AssembledImage:
     """The system image is built (and exported) while the wheels download and their layers are written; each layer
-    is staged into the engine's store as soon as it and those below it are there (:class:`LayerStager`); then the
+    is staged into the engine's store as soon as it and those below it are there (``LayerStager``); then the
     ``.pyc`` layer, the files layer, the layout, and its load into the engine (which finds the staged layers made).
     A failure on the way removes the staged layers no image uses."""
     log, blobs, stage = trace.log, work / "blobs", work / "stage"
@@ -146,11 +153,11 @@ def _assemble(plan: Plan, config: Config, engine: LayoutEngine, trace: Trace, co
                        cache_repo=config.build_cache)
     stager = LayerStager(engine)
 
-    def ready(blob: LayerBlob, *, staged: bool = True) -> None:  # a layer's blob is written: stage it, upload it
+    def ready(layer: LayoutLayer, *, staged: bool = True) -> None:  # a layer's blob is written: stage it, upload it
         if staged:
-            stager.add(blob.diff_id, lambda: blob.path)
+            stager.add(layer.diff_id, lambda: layer.path)
         if upload is not None:
-            upload.add(blob.path, blob.digest, blob.size)
+            upload.add(layer.path, layer.descriptor.digest, layer.descriptor.size)
 
     try:
         with (ThreadPoolExecutor(max_workers=2) as writers, ThreadPoolExecutor(max_workers=3) as pool,
@@ -166,18 +173,18 @@ def _assemble(plan: Plan, config: Config, engine: LayoutEngine, trace: Trace, co
                 whiteouts = _whiteout_layer(venv, groups, blobs, scheme)
                 exported = _Exported(system, work / "system")
                 for diff_id in _diff_ids(engine, system_id):  # staged before the export ends: it is not needed
-                    stager.add(diff_id, lambda d=diff_id: exported.blob(d))  # where a layer is there already
-                for blob in exported.layers():
-                    ready(blob, staged=False)
+                    stager.add(diff_id, functools.partial(exported.blob, diff_id))  # where a layer is there already
+                for system_layer in exported.layers():
+                    ready(system_layer, staged=False)
                 written = []
                 for layer in [*whiteouts, *(w for future in pending.result() for w in future.result())]:
-                    ready(layer.blob)
+                    ready(layer.layout_layer())
                     written.append(layer)
                 probe = _compile(stage, probe_run, scheme, beat.sink)
                 top = [_pyc_layer(probe, stage, blobs), _files_layer(plan, blobs)]
                 for layer in top:
-                    ready(layer.blob)
-                layout = write_layout(work / "system", [*written, *top], work / "layout")
+                    ready(layer.layout_layer())
+                layout = write_layout(work / "system", [w.layout_layer() for w in [*written, *top]], work / "layout")
                 beat.sink(f"loading the image into the engine ({sum(w.blob.size for w in written) / 1e9:.1f} GB of "
                           "lock layers)")
                 stager.close()
@@ -202,81 +209,6 @@ def _probe_released(stage: Path) -> Iterator[None]:
         if not (stage / SOURCES_FILE).exists():
             write_sources(stage, None)
         raise
-
-
-class LayerStager:
-    """Stages an image's layers into ``engine``'s store (:meth:`~imagectl.engine.LayoutEngine.stage_layer`), from the
-    bottom up, in a thread of its own: :meth:`add` each layer in the image's order as soon as its blob is written,
-    then :meth:`close`.  Where the engine cannot stage, or a layer fails to, the rest are left to the load (which
-    makes them itself: slower, the same image); a staged layer that is not what its diff_id says fails the build."""
-
-    def __init__(self, engine: LayoutEngine) -> None:
-        self._engine, self._chain = engine, list[str]()
-        self._queue: queue.SimpleQueue[tuple[str, Callable[[], Path]] | None] = queue.SimpleQueue()
-        self._abort = threading.Event()
-        self.done: dict[str, int] = {"imported": 0, "present": 0}
-        self.seconds, self.stopped = 0.0, ""
-        self.took: list[float] = []  # seconds of each layer staged, from the bottom up
-        self._error: BuildError | None = None
-        self._thread = threading.Thread(target=self._work, name="imagectl-stage", daemon=True)
-        self._thread.start()
-
-    def add(self, diff_id: str, blob: Callable[[], Path]) -> None:
-        """The next layer up: its diff_id and where its blob file is (asked only if the layer must be imported)."""
-        self._queue.put((diff_id, blob))
-
-    def close(self, *, abort: bool = False) -> None:
-        """Wait until every layer added is staged (``abort``: only the one being imported now); raises the
-        BuildError of a layer that is not what it stands for."""
-        if abort:
-            self._abort.set()
-        self._queue.put(None)
-        self._thread.join()
-        if self._error is not None and not abort:
-            raise self._error
-
-    def describe(self) -> str:
-        """What it did, for the build's log."""
-        if self.stopped:
-            return f"layers not staged ({self.stopped}): the load made them"
-        return (f"{self.done['imported']} layers staged into the engine's store as they were written "
-                f"({self.seconds:.0f} s), {self.done['present']} there already (seconds per layer: "
-                + " ".join(f"{t:.0f}" for t in self.took) + ")")
-
-    def _work(self) -> None:
-        while (item := self._queue.get()) is not None:
-            self._chain.append(item[0])
-            if self._abort.is_set() or self.stopped or self._error is not None:
-                continue
-            started = time.monotonic()
-            try:
-                how = self._engine.stage_layer(tuple(self._chain), item[1])
-            except BuildError as exc:
-                self._error = exc
-            except (ImagectlError, ValueError) as exc:  # ValueError: a diff_id that is not sha256:HEX
-                self.stopped = str(exc)
-            else:
-                if how == "unsupported":
-                    self.stopped = "the engine cannot: apt-get install containers-storage"
-                else:
-                    self.done[how] += 1
-            self.took.append(time.monotonic() - started)
-            self.seconds += self.took[-1]
-
-
-def system_layers(system: Path) -> list[LayerBlob]:
-    """The layers of the system image's layout ``system``, from the bottom up.  Raises BuildError for a layout
-    whose config and manifest disagree."""
-    manifest = root_manifest(system)
-    descriptor = manifest.config()
-    if descriptor is None:
-        raise BuildError("the system image's layout has no config", "build")
-    diff_ids = json.loads(read_small_blob(system, descriptor.digest))["rootfs"]["diff_ids"]
-    layers = manifest.layers()
-    if len(diff_ids) != len(layers):
-        raise BuildError(f"the system image's layout has {len(layers)} layers and {len(diff_ids)} diff_ids", "build")
-    return [LayerBlob(blob_path(system, layer.digest), layer.digest, layer.size, str(diff_id))
-            for diff_id, layer in zip(diff_ids, layers, strict=True)]
 
 
 def _lock_layers(plan: Plan, config: Config, log: LineSink, groups: Sequence[LayerGroup],  # noqa: PLR0913
@@ -343,7 +275,7 @@ class _Exported:
     def __init__(self, future: Future[None], layout: Path) -> None:
         self._future, self._layout = future, layout
 
-    def layers(self) -> list[LayerBlob]:
+    def layers(self) -> list[LayoutLayer]:
         self._future.result()
         return system_layers(self._layout)
 
@@ -426,37 +358,3 @@ def _whiteout_layer(probe: Probe, groups: Sequence[LayerGroup], blobs: Path, sch
                     out.add_whiteout(path)
     names = " ".join(f"{d.name}=={d.version}" for d in old)
     return [Written(out.close(), f"imagectl: remove {names} (the lock pins other versions)")]
-
-
-def write_layout(system: Path, layers: Sequence[Written], dest: Path) -> Path:
-    """An OCI layout at ``dest`` of the system image (layout ``system``) with ``layers`` on top: its blobs linked,
-    a config with their diff_ids and history, a manifest.  Raises LayoutError for a broken system layout."""
-    manifest = root_manifest(system)
-    config_descriptor = manifest.config()
-    if config_descriptor is None:
-        raise BuildError("the system image's layout has no config", "build")
-    config = json.loads(read_small_blob(system, config_descriptor.digest))
-    config["rootfs"]["diff_ids"] = [*config["rootfs"]["diff_ids"], *(w.blob.diff_id for w in layers)]
-    config["history"] = [*config.get("history", []), *({"created": EPOCH, "created_by": w.created_by} for w in layers)]
-    config_bytes = json.dumps(config, separators=(",", ":")).encode()
-    body = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
-            "config": {"mediaType": OCI_CONFIG, "digest": sha256_digest(config_bytes), "size": len(config_bytes)},
-            "layers": [*manifest.json()["layers"], *(w.blob.descriptor() for w in layers)]}
-    manifest_bytes = json.dumps(body, separators=(",", ":")).encode()
-    (dest / "blobs" / "sha256").mkdir(parents=True)
-    for layer in manifest.layers():
-        _put_blob(blob_path(system, layer.digest), blob_path(dest, layer.digest))
-    for written in layers:
-        _put_blob(written.blob.path, blob_path(dest, written.blob.digest))
-    for data in (config_bytes, manifest_bytes):
-        blob_path(dest, sha256_digest(data)).write_bytes(data)
-    (dest / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
-    index = {"schemaVersion": 2, "manifests": [{"mediaType": OCI_MANIFEST, "digest": sha256_digest(manifest_bytes),
-                                                 "size": len(manifest_bytes)}]}
-    (dest / "index.json").write_text(json.dumps(index, separators=(",", ":")))
-    return dest
-
-
-def _put_blob(source: Path, dest: Path) -> None:
-    if not dest.exists():  # two layers of the same bytes (two empty ones) are one blob
-        link_or_copy(source, dest)

@@ -6,6 +6,10 @@ or the one whose ``org.opencontainers.image.ref.name`` annotation is asked for).
 digest (``sha256:`` and 64 hex digits), so nothing in a layout can lead a read outside its ``blobs/``; every
 manifest is read with a cap; blobs are opened as files for streaming and checked against their digest as they are
 read (:class:`CheckedBlob`).
+
+Writing: :func:`write_layout` makes the layout of an image from another image's layout (the system image an
+assembled build starts from) and layers on top of it (:class:`LayoutLayer`: blob files written elsewhere, linked in);
+:func:`system_layers` lists a layout image's layers the same way.
 """
 
 from __future__ import annotations
@@ -15,14 +19,17 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import InputError, OperationError
-from .manifest import Descriptor, Manifest, parse_manifest_json
+from ..errors import BuildError, InputError, OperationError
+from .manifest import OCI_CONFIG, OCI_MANIFEST, Descriptor, Manifest, parse_manifest_json, sha256_digest
 
 MAX_LAYOUT_MANIFEST_BYTES = 4 * 1024 * 1024
 REF_NAME = "org.opencontainers.image.ref.name"
+EPOCH = "1970-01-01T00:00:00Z"  # the time of the history entry of each layer write_layout adds: from no clock
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -106,6 +113,73 @@ def manifest_of(layout: Path, descriptor: Descriptor) -> Manifest:
         return Manifest(descriptor.media_type or Manifest.from_bytes(raw).media_type, descriptor.digest, raw)
     except OperationError as exc:
         raise LayoutError(f"{layout}: manifest {descriptor.digest}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class LayoutLayer:
+    """A layer's blob file and what an image's manifest and config say of it: its descriptor (media type, digest,
+    size), its diff_id (the digest of the uncompressed tar) and, for a layer :func:`write_layout` adds, the history
+    line of the step that made it ("" for a layer the image already has: its config's history says it)."""
+
+    path: Path
+    descriptor: Descriptor
+    diff_id: str
+    created_by: str = ""
+
+
+def system_layers(system: Path) -> list[LayoutLayer]:
+    """The layers of the image of layout ``system`` (one image manifest), from the bottom up.  Raises BuildError for
+    a layout whose config and manifest disagree, LayoutError for a folder that is no layout."""
+    manifest = root_manifest(system)
+    descriptor = manifest.config()
+    if descriptor is None:
+        raise BuildError("the system image's layout has no config", "build")
+    diff_ids = json.loads(read_small_blob(system, descriptor.digest))["rootfs"]["diff_ids"]
+    layers = manifest.layers()
+    if len(diff_ids) != len(layers):
+        raise BuildError(f"the system image's layout has {len(layers)} layers and {len(diff_ids)} diff_ids", "build")
+    return [LayoutLayer(blob_path(system, layer.digest), layer, str(diff_id))
+            for diff_id, layer in zip(diff_ids, layers, strict=True)]
+
+
+def write_layout(system: Path, layers: Sequence[LayoutLayer], dest: Path) -> Path:
+    """An OCI layout at ``dest`` of the image of layout ``system`` with ``layers`` on top: its blobs linked, a config
+    with their diff_ids and history entries (at :data:`EPOCH`), a manifest.  Raises BuildError for a system image
+    without a config, LayoutError for a broken system layout."""
+    manifest = root_manifest(system)
+    config_descriptor = manifest.config()
+    if config_descriptor is None:
+        raise BuildError("the system image's layout has no config", "build")
+    config = json.loads(read_small_blob(system, config_descriptor.digest))
+    config["rootfs"]["diff_ids"] = [*config["rootfs"]["diff_ids"], *(layer.diff_id for layer in layers)]
+    config["history"] = [*config.get("history", []),
+                         *({"created": EPOCH, "created_by": layer.created_by} for layer in layers)]
+    config_bytes = json.dumps(config, separators=(",", ":")).encode()
+    body = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": OCI_CONFIG, "digest": sha256_digest(config_bytes), "size": len(config_bytes)},
+            "layers": [*manifest.json()["layers"], *(_descriptor_json(layer.descriptor) for layer in layers)]}
+    manifest_bytes = json.dumps(body, separators=(",", ":")).encode()
+    (dest / "blobs" / "sha256").mkdir(parents=True)
+    for layer in manifest.layers():
+        _put_blob(blob_path(system, layer.digest), blob_path(dest, layer.digest))
+    for added in layers:
+        _put_blob(added.path, blob_path(dest, added.descriptor.digest))
+    for data in (config_bytes, manifest_bytes):
+        blob_path(dest, sha256_digest(data)).write_bytes(data)
+    (dest / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+    index = {"schemaVersion": 2, "manifests": [{"mediaType": OCI_MANIFEST, "digest": sha256_digest(manifest_bytes),
+                                                 "size": len(manifest_bytes)}]}
+    (dest / "index.json").write_text(json.dumps(index, separators=(",", ":")))
+    return dest
+
+
+def _descriptor_json(descriptor: Descriptor) -> dict[str, object]:
+    return {"mediaType": descriptor.media_type, "digest": descriptor.digest, "size": descriptor.size}
+
+
+def _put_blob(source: Path, dest: Path) -> None:
+    if not dest.exists():  # two layers of the same bytes (two empty ones) are one blob
+        link_or_copy(source, dest)
 
 
 class CheckedBlob:

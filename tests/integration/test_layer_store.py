@@ -15,9 +15,10 @@ import pytest
 
 from imagectl.assemble.layer import FILE_MODE, LayerWriter
 from imagectl.engine.buildah import BuildahEngine
-from imagectl.engine.layer_store import LayerStore, storage_layer_id
+from imagectl.engine.layer_store import LayerStager, LayerStore, storage_layer_id
 from imagectl.errors import BuildError
-from imagectl.images.assembled import LayerStager, Written, write_layout
+from imagectl.images.assembled import Written
+from imagectl.registry.layout import write_layout
 from imagectl.registry.manifest import sha256_digest
 from tests.integration.conftest import empty_storage
 from tests.integration.support.skips import require_binary
@@ -56,7 +57,7 @@ def layout(tmp_path: Path) -> Iterator[tuple[Path, list[Written]]]:
             for path, data in files.items():
                 out.add_bytes(path, data, FILE_MODE)
         written.append(Written(out.close(), f"layer {n}"))
-    yield write_layout(system, written, tmp_path / "layout"), written
+    yield write_layout(system, [w.layout_layer() for w in written], tmp_path / "layout"), written
     for mount in reversed(mounts_under(tmp_path)):  # buildah leaves a store's overlay folder bind-mounted on itself
         subprocess.run(["umount", mount], check=False)
 

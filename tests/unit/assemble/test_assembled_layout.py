@@ -1,5 +1,6 @@
-"""imagectl.images.assembled.write_layout over a system image layout made here by hand (a LayerWriter layer, a config,
-a manifest, index.json, oci-layout), and imagectl.assemble.compile.read_probe over probe.json files."""
+"""imagectl.registry.layout.write_layout over a system image layout made here by hand (a LayerWriter layer, a config,
+a manifest, index.json, oci-layout), with layers as imagectl.images.assembled.Written hands them over, and
+imagectl.assemble.compile.read_probe over probe.json files."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from imagectl.assemble.compile import PROBE_FILE, InstalledDist, Probe, read_pro
 from imagectl.assemble.install import venv_scheme
 from imagectl.assemble.layer import GZIP_LAYER, LayerBlob, LayerWriter
 from imagectl.errors import BuildError
-from imagectl.images.assembled import EPOCH, OCI_CONFIG, OCI_MANIFEST, Written, write_layout
-from imagectl.registry.layout import LayoutError, blob_path, read_small_blob, root_manifest
+from imagectl.images.assembled import Written
+from imagectl.registry.layout import (EPOCH, LayoutError, blob_path, read_small_blob, root_manifest, system_layers,
+                                      write_layout)
+from imagectl.registry.manifest import OCI_CONFIG, OCI_MANIFEST
 
 SYSTEM_HISTORY = [{"created": "2024-05-01T12:00:00Z", "created_by": "/bin/sh -c #(nop) ADD file:base in /"},
                   {"created": "2024-05-01T12:00:01Z", "created_by": "ENV PATH=/opt/venv/bin:/usr/bin",
@@ -41,15 +44,17 @@ def layer(folder: Path, name: str, files: dict[str, bytes]) -> LayerBlob:
     return out.close()
 
 
-def make_system(root: Path, manifest_type: str = OCI_MANIFEST) -> tuple[Path, dict, dict, LayerBlob]:
-    """A system image layout: (its folder, its config, its manifest, its layer)."""
+def make_system(root: Path, manifest_type: str = OCI_MANIFEST,
+                extra_diff_ids: tuple[str, ...] = ()) -> tuple[Path, dict, dict, LayerBlob]:
+    """A system image layout: (its folder, its config, its manifest, its layer); ``extra_diff_ids``: more in its
+    config than it has layers."""
     system = root / "system"
     base = layer(root, "base.tar.gz", {"/etc/os-release": b"ID=demo\n", "/opt/venv/bin/python": b"#!fake\n"})
     put_blob(system, base.path.read_bytes())
     config = {"architecture": "amd64", "os": "linux", "created": "2024-05-01T12:00:01Z",
               "config": {"Env": ["PATH=/opt/venv/bin:/usr/bin"], "Entrypoint": ["/opt/imagectl/entry.sh"],
                          "Labels": {"org.example": "yes"}},
-              "rootfs": {"type": "layers", "diff_ids": [base.diff_id]}, "history": SYSTEM_HISTORY}
+              "rootfs": {"type": "layers", "diff_ids": [base.diff_id, *extra_diff_ids]}, "history": SYSTEM_HISTORY}
     config_bytes = json.dumps(config).encode()
     manifest = {"schemaVersion": 2, "mediaType": manifest_type,
                 "config": {"mediaType": OCI_CONFIG, "digest": put_blob(system, config_bytes),
@@ -71,7 +76,7 @@ def assembled(tmp_path):
     lock = layer(blobs, "lock.tar.gz", {"/opt/venv/lib/python3.11/site-packages/demo/__init__.py": b"X = 1\n"})
     pyc = layer(blobs, "pyc.tar.gz", {"/opt/venv/lib/python3.11/site-packages/demo/__pycache__/x.pyc": b"\0pyc"})
     written = [Written(lock, "imagectl: install lock-1-core.txt (demo==1.0)"), Written(pyc, "imagectl: compile 1")]
-    dest = write_layout(system, written, tmp_path / "layout")
+    dest = write_layout(system, [w.layout_layer() for w in written], tmp_path / "layout")
     return dest, system, config, manifest, base, written
 
 
@@ -125,11 +130,27 @@ def test_every_blob_is_present_and_matches_its_digest_and_diff_id(assembled):
         assert hashlib.sha256(path.read_bytes()).hexdigest() == path.name
 
 
+def test_system_layers_gives_each_layer_its_blob_file_descriptor_and_diff_id(assembled):
+    dest, system, config, manifest, base, written = assembled
+    found = system_layers(dest)
+    blobs = [base, *(w.blob for w in written)]
+    assert [(f.path, f.descriptor.media_type, f.descriptor.digest, f.descriptor.size, f.diff_id) for f in found] == [
+        (blob_path(dest, b.digest), GZIP_LAYER, b.digest, b.size, b.diff_id) for b in blobs]
+    assert [f.created_by for f in found] == ["", "", ""]  # the config's history says them
+    assert system_layers(system)[0].path == blob_path(system, base.digest)
+
+
+def test_system_layers_refuses_a_config_whose_diff_ids_are_not_one_per_layer(tmp_path):
+    system, *_ = make_system(tmp_path, extra_diff_ids=("sha256:" + "0" * 64,))
+    with pytest.raises(BuildError, match="the system image's layout has 1 layers and 2 diff_ids"):
+        system_layers(system)
+
+
 def test_the_system_layout_is_left_as_it_was(tmp_path):
     system, *_ = make_system(tmp_path)
     before = {p: p.read_bytes() for p in system.rglob("*") if p.is_file()}
     blob = layer(tmp_path, "new.tar.gz", {"/x": b"x"})
-    write_layout(system, [Written(blob, "x")], tmp_path / "layout")
+    write_layout(system, [Written(blob, "x").layout_layer()], tmp_path / "layout")
     assert {p: p.read_bytes() for p in system.rglob("*") if p.is_file()} == before
     assert blob.path.read_bytes() == blob_path(tmp_path / "layout", blob.digest).read_bytes()
 
@@ -139,7 +160,8 @@ def test_two_layers_of_the_same_bytes_share_one_blob(tmp_path):
     first = layer(tmp_path, "a.tar.gz", {})
     second = layer(tmp_path, "b.tar.gz", {})
     assert first.digest == second.digest
-    dest = write_layout(system, [Written(first, "one"), Written(second, "two")], tmp_path / "layout")
+    dest = write_layout(system, [Written(first, "one").layout_layer(), Written(second, "two").layout_layer()],
+                        tmp_path / "layout")
     found = root_manifest(dest)
     assert [d.digest for d in found.layers()][1:] == [first.digest, first.digest]
     assert blob_path(dest, first.digest).read_bytes() == first.path.read_bytes()
