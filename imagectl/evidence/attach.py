@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..assemble.layer import LAYER_WRITER
 from ..config import Config
 from ..engine import Engine, LineSink
 from ..errors import BuildError, ImagectlError
@@ -30,6 +31,7 @@ from ..lock.lockfile import canonical_name
 from ..matrix.facts import profile_facts
 from ..matrix.model import Profile
 from ..reference import Reference
+from ..render.context import NETRC_FILE, assembled
 from . import dsse
 from .provenance import BuildFacts, CheckFacts, EngineFacts, check_predicate, provenance_predicate, templates_digest
 from .sbom import (
@@ -97,6 +99,8 @@ class PlannedBuild(Protocol):
     def key(self) -> str: ...
     @property
     def repository(self) -> Reference: ...
+    @property
+    def netrc(self) -> bytes: ...
 
 
 class BuildTrace(Protocol):
@@ -159,7 +163,7 @@ def _attest(plan: PlannedBuild, config: Config, engine: Engine, built: BuiltImag
         return []
     finished = datetime.now(timezone.utc)
     statements, notes = _statements(plan, engine, built, _image_platform(client, repo, manifest),
-                                    (started, finished))
+                                    (started, finished), layer_writer(plan, config))
     signing = dsse.load_signing_key(config.attest_key) if config.attest_key else None
     subject = _descriptor(manifest)
     for predicate_type, document in statements:
@@ -191,8 +195,15 @@ def _wrap(predicate_type: str, payload: bytes, signing: dsse.SigningKey | None) 
     return Attestation(predicate_type, dsse.ENVELOPE_TYPE, envelope, f"ed25519:{signing.keyid}")
 
 
-def _statements(plan: PlannedBuild, engine: Engine, built: BuiltImage, image_platform: str,
-                span: tuple[datetime, datetime]) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+def layer_writer(plan: PlannedBuild, config: Config) -> str:
+    """The byte format of the layers imagectl wrote itself for ``plan`` (an assembled build:
+    :func:`imagectl.render.context.assembled` decides for the build and for this alike), else "" (the engine wrote
+    them all)."""
+    return LAYER_WRITER if assembled(plan.spec, config, NETRC_FILE if plan.netrc else "") else ""
+
+
+def _statements(plan: PlannedBuild, engine: Engine, built: BuiltImage, image_platform: str,  # noqa: PLR0913
+                span: tuple[datetime, datetime], writer: str) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
     """The three statements (predicate type, statement) and the notes; raises BuildError when the SBOM's Python set
     is not the lock plus the extras."""
     name = plan.repository.familiar
@@ -200,7 +211,7 @@ def _statements(plan: PlannedBuild, engine: Engine, built: BuiltImage, image_pla
     debs, release, dpkg = read_os_packages(engine, built.image_id)
     notes = [] if dpkg == "status" else [f"the SBOM lists no OS packages: {dpkg}"]
     sbom = _sbom(plan, built, debs, release, dpkg, span[1])
-    provenance = provenance_predicate(_build_facts(plan, built, engine_facts, span))
+    provenance = provenance_predicate(_build_facts(plan, built, engine_facts, span, writer))
     check = check_predicate(CheckFacts(built.check.command, built.check.gpu, built.check.report,
                                        built.check.findings, engine_facts, image_platform, platform.machine()))
     return [(CYCLONEDX_BOM, statement(name, built.digest, CYCLONEDX_BOM, sbom)),
@@ -225,8 +236,8 @@ def _sbom(plan: PlannedBuild, built: BuiltImage, debs: Sequence[DebPackage], rel
     return document
 
 
-def _build_facts(plan: PlannedBuild, built: BuiltImage, engine: EngineFacts,
-                 span: tuple[datetime, datetime]) -> BuildFacts:
+def _build_facts(plan: PlannedBuild, built: BuiltImage, engine: EngineFacts, span: tuple[datetime, datetime],
+                 writer: str) -> BuildFacts:
     spec, request = plan.spec, plan.request
     lock, public = spec.install_lock, spec.public_base
     return BuildFacts(
@@ -236,7 +247,7 @@ def _build_facts(plan: PlannedBuild, built: BuiltImage, engine: EngineFacts,
         lock_id=lock.header.lock_id, base=str(public),
         base_digest=spec.base_digest or "", templates_sha256=templates_digest(plan.files), build_key=plan.key,
         engine=engine, started=span[0], finished=span[1], repository=plan.repository.familiar,
-        gpu_check=built.check.gpu,
+        gpu_check=built.check.gpu, layer_writer=writer,
     )
 
 

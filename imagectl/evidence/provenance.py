@@ -6,8 +6,9 @@ Provenance says what was built from what, by what and when:
 - ``buildDefinition.externalParameters``: what the user asked for (the profile, the extras, a ``--base``);
 - ``resolvedDependencies``: the matrix entry (its facts), the lock (sha256 and where it came from), the base image
   (by digest), the rendered templates (sha256 over the build context's files) and imagectl itself;
-- ``runDetails``: the builder (imagectl with the engine, each with its version), the build key, and the build's
-  start (the moment its planning began) and end (its image pushed).
+- ``runDetails``: the builder (imagectl with the engine, each with its version, and for an assembled build the
+  byte format of the layers imagectl wrote itself: ``layer-writer``, :data:`imagectl.assemble.layer.LAYER_WRITER`),
+  the build key, and the build's start (the moment its planning began) and end (its image pushed).
 
 The check report says what ran (the command, whether the GPU check was asked for and whether it really ran on a
 GPU: only when the framework saw a CUDA device), where (the engine, the image's platform, imagectl's host) and what
@@ -58,6 +59,7 @@ class BuildFacts:
     finished: datetime
     repository: str = ""
     gpu_check: bool = False
+    layer_writer: str = ""  # the format of the layers imagectl wrote itself (an assembled build), else ""
 
 
 def templates_digest(files: Mapping[str, bytes]) -> str:
@@ -94,6 +96,9 @@ def provenance_predicate(facts: BuildFacts) -> dict[str, Any]:
         {"name": "templates", "digest": {"sha256": facts.templates_sha256}},
         {"name": "imagectl", "uri": f"pkg:pypi/imagectl@{__version__}"},
     ]
+    versions = {"imagectl": __version__, facts.engine.name: facts.engine.version}
+    if facts.layer_writer:
+        versions["layer-writer"] = facts.layer_writer
     return {
         "buildDefinition": {
             "buildType": BUILD_TYPE,
@@ -103,7 +108,7 @@ def provenance_predicate(facts: BuildFacts) -> dict[str, Any]:
         },
         "runDetails": {
             "builder": {"id": f"{BUILDER_ID}/imagectl@{__version__}/{facts.engine.name}@{facts.engine.version}",
-                        "version": {"imagectl": __version__, facts.engine.name: facts.engine.version}},
+                        "version": versions},
             "metadata": {"invocationId": facts.build_key, "startedOn": _time(facts.started),
                          "finishedOn": _time(facts.finished)},
         },

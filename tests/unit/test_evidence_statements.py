@@ -4,12 +4,18 @@ provenance and check-report predicates."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 import pytest
 
+from imagectl import __version__
+from imagectl.assemble.layer import LAYER_WRITER
+from imagectl.config import Config
+
 from imagectl.errors import OperationError
 from imagectl.evidence import dsse
+from imagectl.evidence.attach import layer_writer
 from imagectl.evidence.provenance import (
     BuildFacts,
     CheckFacts,
@@ -34,8 +40,10 @@ from imagectl.evidence.sbom import (
     sbom_property,
 )
 from imagectl.evidence.statement import SLSA_PROVENANCE, parse_statement, statement, subject_digests, to_bytes
+from imagectl.image_spec import ImageSpec
 from imagectl.imagecheck.compare import Finding
 from imagectl.lock.lockfile import LockedPackage
+from imagectl.matrix.names import resolve_profile
 
 DIGEST = "sha256:" + "ab" * 32
 STATUS = """Package: libc6
@@ -191,6 +199,30 @@ def test_provenance_records_inputs_builder_and_times():
     json.dumps(predicate)  # plain data
     assert "digest" not in {d["name"]: d for d in provenance_predicate(facts(base_digest=""))
                             ["buildDefinition"]["resolvedDependencies"]}["base-image"]
+
+
+def test_provenance_of_an_assembled_build_names_its_layer_writer():
+    run = provenance_predicate(facts(engine=EngineFacts("buildah", "1.33.7"), layer_writer=LAYER_WRITER))["runDetails"]
+    assert run["builder"]["version"] == {"imagectl": __version__, "buildah": "1.33.7", "layer-writer": LAYER_WRITER}
+    assert LAYER_WRITER == "imagectl-layer/2"  # the byte format test_layer_golden.py fixes
+    plain = provenance_predicate(facts())["runDetails"]["builder"]["version"]  # the engine wrote every layer
+    assert plain == {"imagectl": __version__, "docker": "20.10.24"}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    spec: ImageSpec
+    netrc: bytes = b""
+
+
+def test_the_layer_writer_is_recorded_for_the_builds_that_assemble_and_only_those(matrix, monkeypatch):
+    monkeypatch.setattr("imagectl.engine.features.host.machine", lambda: "x86_64")
+    plan = _Plan(ImageSpec(resolve_profile("torch-2.3-cu121", matrix)))
+    buildah = Config(build_engine="buildah")
+    assert layer_writer(plan, buildah) == LAYER_WRITER
+    assert layer_writer(plan, Config(build_engine="docker")) == ""
+    assert layer_writer(plan, Config(build_engine="buildah", build_install="pip")) == ""
+    assert layer_writer(replace(plan, netrc=b"machine pypi.example.com login u password p\n"), buildah) == ""
 
 
 def test_templates_digest_covers_names_and_contents():
