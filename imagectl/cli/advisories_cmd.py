@@ -10,7 +10,7 @@ from ..advisories.locks import profile_findings
 from ..advisories.match import Finding
 from ..advisories.snapshot import ADVISORIES, known_advisories
 from ..advisories.sync import sync_advisories
-from ..lock.store import find_lock, lock_dirs, read_lock
+from ..lock.store import find_lock, lock_files, read_lock
 from ..matrix.names import list_profiles
 from ..pip_index import index_url
 from ..shipped import shipped_dir
@@ -28,7 +28,7 @@ def cmd_advisories() -> None:
 
 def _lock_files(ws) -> list[Path]:
     """Every lock file of every lock directory (the team's first, then the shipped ones)."""
-    return sorted({p for d, _ in lock_dirs(ws.config) if d.is_dir() for p in d.glob("*.txt")})
+    return sorted(lock_files(ws.config))
 
 
 @cmd_advisories.command("list")

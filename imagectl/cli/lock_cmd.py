@@ -13,7 +13,7 @@ from .. import paths
 from ..errors import ImagectlError, InputError
 from ..grammar import check_python
 from ..lock.lockfile import DEFAULT_PLATFORM
-from ..lock.store import lock_dirs, read_lock, write_lock
+from ..lock.store import lock_files, read_lock, write_lock
 from ..lock.target import lock_inputs, profile_lock_id, target_for
 from ..matrix.model import Profile
 from ..matrix.names import list_profiles
@@ -188,7 +188,7 @@ def _check(ws: Workspace, framework: str | None) -> int:
     from ..lock.verify import check_files, missing_locks  # here: it reads the index (requests)
 
     profiles = list_profiles(ws.matrix, check_framework(ws, framework))
-    files = sorted(p for d, _ in lock_dirs(ws.config) if paths.is_dir(d) for p in d.glob("*.txt"))
+    files = sorted(lock_files(ws.config))
     if framework:
         files = [p for p in files if p.name.startswith(f"{framework}-")]
     problems = [*check_files(files, ws.matrix, index_timeout=ws.config.pip_timeout),

@@ -33,7 +33,7 @@ from ..engine import Engine, LineSink
 from ..errors import InputError, OperationError
 from ..labels import BUILD_KEY, ENGINE, IMAGECTL_VERSION, LOCK_SHA256, OCI_BASE_DIGEST, PROFILE, PYTHON
 from ..lock.lockfile import Lock, parse_lock
-from ..lock.store import lock_dirs, read_lock
+from ..lock.store import lock_files, read_lock
 from ..lock.target import profile_lock_id, target_for
 from ..matrix.model import Matrix
 from ..matrix.names import resolve_profile
@@ -190,14 +190,13 @@ def _plan(inputs: RebuildInputs, lock: Lock, matrix: Matrix, config: Config, loc
 def find_lock_by_sha256(sha256: str, config: Config, image: RegistrySource, history: list[str]) -> tuple[Lock, str]:
     """The lock whose file has ``sha256``: from a lock directory, else from the image (``/opt/imagectl/lock.txt``,
     the layers whose history mentions ``/opt/imagectl`` read first).  Raises InputError when neither has it."""
-    for directory, _origin in lock_dirs(config):
-        for path in sorted(directory.glob("*.txt")) if directory.is_dir() else ():
-            try:
-                lock = read_lock(path)
-            except InputError:
-                continue
-            if lock.sha256 == sha256:
-                return lock, str(path)
+    for path in lock_files(config):
+        try:
+            lock = read_lock(path)
+        except InputError:
+            continue
+        if lock.sha256 == sha256:
+            return lock, str(path)
     text = lock_in_image(image, history)
     if text is not None:
         lock = parse_lock(text, f"{image.name}:{LOCK_PATH}")

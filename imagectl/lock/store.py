@@ -45,6 +45,14 @@ def lock_dirs(config: Config) -> list[tuple[Path, LockOrigin]]:
     return dirs
 
 
+def lock_files(config: Config) -> list[Path]:
+    """Every lock file (``*.txt``) of every lock directory, in search order, sorted within a directory, each once;
+    raises InputError naming a lock directory that cannot be looked at."""
+    found = [p for d, _ in lock_dirs(config) if paths.is_dir(d, InputError, "the lock folder")
+             for p in sorted(d.glob("*.txt"))]
+    return list(dict.fromkeys(found))
+
+
 def read_lock(path: Path) -> Lock:
     """The lock at ``path``, read now (parsed once per process for the same path and bytes: ``list`` asks for the
     same lock of every flavour and OS); raises InputError naming the file for one that cannot be read or parsed."""

@@ -70,6 +70,8 @@ CASES: dict[str, Case] = {
     "advisories sync --from": Case(("advisories", "sync", "--from", "locked/osv", "-o", "synced"), "locked/osv"),
     "build --requirements": Case(("build", PROFILE, "--requirements", "locked/requirements.txt"),
                                  "locked/requirements.txt"),
+    "advisories list, a matrix folder's locks linked": Case(("advisories", "list"), "links/team/locks",
+                                                          '[paths]\nmatrices = ["links/team"]\n'),
     "[paths] matrices, folder unlistable": Case(("list",), "shut/matrices", '[paths]\nmatrices = ["shut/matrices"]\n'),
     "DOCKER_CONFIG": Case(("history", PROFILE), "locked/docker/config.json",
                           '[registry]\nurl = "{registry}"\n', env={"DOCKER_CONFIG": "locked/docker"}),
@@ -92,6 +94,8 @@ def _world(root: Path) -> None:
         link = root / "links" / name
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(locked / target)
+    (root / "links" / "team").mkdir()
+    (root / "links" / "team" / "locks").symlink_to(locked / "locks")  # a matrix folder's lock folder
     (root / "shut" / "matrices").mkdir(parents=True)  # a folder that can be looked at but not listed (mode 000)
     (root / "home").mkdir()
 
