@@ -1,79 +1,53 @@
-"""The ``.pyc`` files of the installed wheels, made by the image's own Python, and what the image already holds.
+"""The ``.pyc`` files of the installed wheels, made by the image's own Python, and what the image already holds: the
+host side of the compile probe.
 
 pip compiles every ``.py`` it installs with the interpreter it installs for; a ``.pyc`` is only valid for that
-Python's bytecode, so the host cannot make them.  :data:`PROBE` runs in a container of the system image (base,
-Python, venv) with a staging folder mounted at :data:`STAGE`, started as soon as the system image is built:
-
-1. it writes :data:`VENV_FILE` at once: the venv's folders as ``sysconfig`` says (checked against
-   :func:`~.install.venv_scheme`) and the distributions the venv already holds with their files (so a locked
-   package the venv already has is replaced, not doubled);
-2. it waits for :data:`SOURCES_FILE` (:func:`write_sources`, written when every wheel's ``.py`` files are staged
-   at their paths in the image, under ``STAGE``; ``null``: the build stopped, exit at once), at most the seconds
-   its second argument says;
-3. it compiles each with ``py_compile`` as if it were at its real path (the ``dfile``: tracebacks and
-   ``co_filename`` name the installed file), hash-checked (PEP 552: no timestamp; the same source gives the same
-   bytes), one process per core, skipping a file that does not compile as pip does, and writes
-   :data:`PROBE_FILE`: the same facts and the ``.pyc`` files.
+Python's bytecode, so the host cannot make them.  The probe, :mod:`imagectl.assemble.probe.compile_probe` (a module
+of the package data, run as a file by the venv's Python: :func:`probe_folder`, :func:`probe_argv`), runs in a
+container of the system image (base, Python, venv) with a staging folder mounted at :data:`STAGE`, started as soon as
+the system image is built.  It writes :data:`VENV_FILE` at once (the venv's folders and the distributions it holds),
+waits for :data:`SOURCES_FILE` (:func:`write_sources`: the ``.py`` files staged at their paths in the image; None:
+the build stopped), compiles them hash-checked (PEP 552) as if they were at those paths, and writes
+:data:`PROBE_FILE`; :func:`read_probe` reads either answer.
 
 Waiting in a running container lets the compile start the moment the sources are there, whatever else holds the
-engine's store then (a layer being staged into it).  Files appear by rename, never half-written.  Its text is
-fixed: only paths imagectl wrote into a JSON file reach it.
+engine's store then (a layer being staged into it): a container started at that moment was held up 10 s by the
+staging of an 800 MB layer (``bench/compile_probe.py``).  Only paths imagectl wrote into a JSON file reach the probe.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from ..errors import BuildError
 from .install import Scheme
+from .probe.compile_probe import PROBE_FILE, SOURCES_FILE, VENV_FILE, WAIT_S
 
-STAGE = "/imagectl-stage"
-VENV_FILE = "venv.json"
-PROBE_FILE = "probe.json"
-SOURCES_FILE = "sources.json"
-WAIT_S = 3600  # how long the probe waits for the sources
-PROBE = r"""
-import concurrent.futures, importlib.metadata, importlib.util, json, os, py_compile, sys, sysconfig, time
-stage = sys.argv[1]
-def write(name, data):
-    with open(os.path.join(stage, name + ".part"), "w") as f:
-        json.dump(data, f)
-    os.replace(os.path.join(stage, name + ".part"), os.path.join(stage, name))
-dists = []
-for dist in importlib.metadata.distributions():
-    base = str(dist.locate_file(""))
-    files = [os.path.normpath(os.path.join(base, str(f))) for f in (dist.files or ())]
-    dists.append({"name": dist.metadata["Name"], "version": dist.version, "path": str(dist._path), "files": files})
-paths = sysconfig.get_paths()
-venv = {"purelib": paths["purelib"], "platlib": paths["platlib"], "scripts": paths["scripts"],
-        "prefix": sys.prefix, "python": "%d.%d" % sys.version_info[:2], "dists": dists}
-write("venv.json", venv)
-go, deadline = os.path.join(stage, "sources.json"), time.monotonic() + float(sys.argv[2] if len(sys.argv) > 2 else 3600)
-while not os.path.exists(go):
-    if time.monotonic() > deadline:
-        sys.exit("imagectl probe: no sources.json in time")
-    time.sleep(0.05)
-with open(go) as f:
-    sources = json.load(f)
-if sources is None:
-    sys.exit(0)
-try:
-    os.nice(10)  # the layers being staged meanwhile come first
-except OSError:
-    pass
-def compile_one(path):
-    try:
-        py_compile.compile(stage + path, cfile=stage + importlib.util.cache_from_source(path), dfile=path,
-                           doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
-        return importlib.util.cache_from_source(path)
-    except (py_compile.PyCompileError, SyntaxError, ValueError, OSError):
-        return None
-with concurrent.futures.ProcessPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
-    made = [p for p in pool.map(compile_one, sources, chunksize=64) if p]
-write("probe.json", dict(venv, pyc=made))
-"""
+__all__ = ["PROBE_FILE", "SOURCES_FILE", "STAGE", "VENV_FILE", "WAIT_S", "InstalledDist", "Probe", "probe_argv",
+           "probe_folder", "read_probe", "write_sources"]
+
+STAGE = "/imagectl-stage"  # where the staging folder is mounted in the probe's container
+PROBE_DIR = "/imagectl-probe"  # where the probe's own folder is mounted (read from there, never written)
+PROBE_MODULE = "compile_probe.py"
+
+
+def probe_folder(dest: Path) -> Path:
+    """Write the probe module (package data) into the new folder ``dest``, which holds nothing else (it is mounted
+    into the probe's container); ``dest``.  Raises OSError when it cannot be written."""
+    dest.mkdir(parents=True, exist_ok=True)
+    source = resources.files("imagectl.assemble.probe").joinpath(PROBE_MODULE).read_bytes()
+    (dest / PROBE_MODULE).write_bytes(source)
+    return dest
+
+
+def probe_argv(python: str, folder: Path, stage: Path, wait_s: float = WAIT_S) -> tuple[list[str], dict[Path, str]]:
+    """The command that runs the probe of ``folder`` (:func:`probe_folder`) with the image's ``python`` on the
+    staging folder ``stage``, waiting at most ``wait_s`` seconds for the sources, and the mounts it needs (host
+    folder: path in the container) (pure)."""
+    return [python, f"{PROBE_DIR}/{PROBE_MODULE}", STAGE, f"{wait_s:g}"], {stage: STAGE, folder: PROBE_DIR}
 
 
 @dataclass(frozen=True)
@@ -88,7 +62,7 @@ class InstalledDist:
 
 @dataclass(frozen=True)
 class Probe:
-    """What :data:`PROBE` found: the ``.pyc`` files it wrote (paths in the image) and the venv's distributions."""
+    """What the probe found: the ``.pyc`` files it wrote (paths in the image) and the venv's distributions."""
 
     pyc: tuple[str, ...]
     dists: tuple[InstalledDist, ...]

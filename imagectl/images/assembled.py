@@ -39,8 +39,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ..assemble.compile import (PROBE, PROBE_FILE, SOURCES_FILE, STAGE, VENV_FILE, WAIT_S, Probe, read_probe,
-                                write_sources)
+from ..assemble.compile import (PROBE_FILE, SOURCES_FILE, VENV_FILE, WAIT_S, Probe, probe_argv, probe_folder,
+                                read_probe, write_sources)
 from ..assemble.fetch import fetch_wheels
 from ..assemble.install import Scheme, install_wheel, source_files, venv_scheme
 from ..assemble.layer import FILE_MODE, LayerBlob, LayerWriter
@@ -166,8 +166,8 @@ def _assemble(plan: Plan, config: Config, engine: LayoutEngine, trace: Trace, co
             with Heartbeat(log, "building") as beat:
                 system_id = engine.build(context, spec, beat.sink)
             system = pool.submit(_export, engine, system_id, work / "system", log)
-            probe_run = pool.submit(engine.run_mounted, system_id, [scheme.python, "-c", PROBE, STAGE, str(WAIT_S)],
-                                    {stage: STAGE}, timeout=WAIT_S + 600)
+            argv, mounts = probe_argv(scheme.python, probe_folder(work / "probe"), stage)
+            probe_run = pool.submit(engine.run_mounted, system_id, argv, mounts, timeout=WAIT_S + 600)
             with Heartbeat(log, "assembling") as beat:  # a line at least every 15 s: loading 5 GB takes minutes
                 venv = _probe_answer(stage, VENV_FILE, probe_run, scheme)
                 whiteouts = _whiteout_layer(venv, groups, blobs, scheme)

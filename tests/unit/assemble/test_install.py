@@ -1,7 +1,7 @@
 """imagectl.assemble.install against real pip: a wheel made here is installed by pip into a temporary venv and by
 install_wheel into a layer; the files, their contents, modes and RECORD rows must agree.  Also the refusals
 (entry points that are not ``module:attr``, members that climb out), source_files, and the compile probe
-(imagectl.assemble.compile.PROBE) run by the venv's own Python."""
+(imagectl.assemble.probe.compile_probe, run as a file) run by the venv's own Python."""
 
 from __future__ import annotations
 
@@ -23,13 +23,15 @@ from pathlib import Path
 import pip
 import pytest
 
-from imagectl.assemble.compile import PROBE, VENV_FILE, read_probe, write_sources
+from imagectl.assemble.compile import VENV_FILE, read_probe, write_sources
+from imagectl.assemble.probe import compile_probe
 from imagectl.assemble.install import Scheme, install_wheel, record_text, source_files, venv_scheme
 from imagectl.assemble.layer import EXEC_MODE, FILE_MODE, FileDigest, LayerWriter
 from imagectl.assemble.wheel import read_wheel
 from imagectl.errors import BuildError
 
 PY = "%d.%d" % sys.version_info[:2]
+PROBE = compile_probe.__file__  # run as the build runs it: a file, by the venv's Python
 DIST = "demo_pkg-1.0"
 WHEEL_NAME = "demo_pkg-1.0-py3-none-any.whl"
 CORE = b"""\
@@ -243,7 +245,7 @@ def test_the_probe_compiles_the_staged_sources_in_the_venv_and_reads_back(instal
     sources = sorted("/" + str(p.relative_to(stage)) for p in stage.rglob("*.py"))
     assert count == len(sources) == 4
     # started before the sources are there (as right after the system image is built): the venv's facts first
-    running = subprocess.Popen([str(installed.venv / "bin" / "python"), "-c", PROBE, str(stage), "120"],
+    running = subprocess.Popen([str(installed.venv / "bin" / "python"), PROBE, str(stage), "120"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not (stage / VENV_FILE).exists() and time.monotonic() < deadline:
@@ -427,7 +429,7 @@ def test_the_probe_exits_without_compiling_when_the_build_stopped(installed, tmp
     stage = tmp_path / "stage"
     stage.mkdir()
     write_sources(stage, None)
-    done = subprocess.run([str(installed.venv / "bin" / "python"), "-c", PROBE, str(stage), "30"],
+    done = subprocess.run([str(installed.venv / "bin" / "python"), PROBE, str(stage), "30"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert (stage / VENV_FILE).exists() and not (stage / "probe.json").exists()
@@ -436,6 +438,6 @@ def test_the_probe_exits_without_compiling_when_the_build_stopped(installed, tmp
 def test_the_probe_gives_up_waiting_for_sources_that_never_come(installed, tmp_path):
     stage = tmp_path / "stage"
     stage.mkdir()
-    done = subprocess.run([str(installed.venv / "bin" / "python"), "-c", PROBE, str(stage), "0.5"],
+    done = subprocess.run([str(installed.venv / "bin" / "python"), PROBE, str(stage), "0.5"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "no sources.json in time" in done.stderr
