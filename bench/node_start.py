@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -77,12 +78,12 @@ START_TIMEOUT = 60.0
 class Image:
     key: str  # also the registry namespace it is pushed under
     label: str
-    compression: str = ""  # [registry] compression of an imagectl build; "" for the hand-written one
+    compression: str = ""  # [registry] compression written for an imagectl build; "": imagectl's default
 
 
 IMAGES = (
     Image("handwritten", "hand-written Dockerfile"),
-    Image("imagectl", "imagectl (buildah)", "gzip"),
+    Image("imagectl", "imagectl (buildah)"),
     Image("imagectl-zstd", "imagectl (buildah), zstd", "zstd"),
 )
 BASELINE = IMAGES[0].key
@@ -164,17 +165,30 @@ def table(timings: Sequence[Timing], pushed: dict[str, Pushed], cores: int) -> l
 
 
 def verdicts(timings: Sequence[Timing], pushed: dict[str, Pushed], real: bool) -> list[str]:
-    """One line per engine and imagectl image: its ratio against the target (printed, never asserted)."""
-    lines = []
+    """The target line, then one line per engine and imagectl image: its ratio against the target (printed, never
+    asserted)."""
+    lines = [f"target: node start at most {TARGET}x the hand-written image's, on each engine"
+             + ("" if real else " (stand-in figures: the target is defined on the real image)")]
     for t in timings:
         if t.image == BASELINE:
             continue
         r = ratio(t, timings)
-        verdict = "not measured" if r is None else f"{r:.2f}x: {'met' if r <= TARGET else 'NOT met'}"
-        lines.append(f"target: node start at most {TARGET}x the hand-written image's on {t.engine}: "
-                     f"{pushed[t.image].image.label}: {verdict}"
-                     + ("" if real else " (stand-in figures: the target is defined on the real image)"))
+        verdict = (f"{r:.2f}x  {'met' if r <= TARGET else 'NOT met'}" if r is not None
+                   else f"failed: {t.error.split(':', 1)[0]} (see its row)" if t.error else "not measured")
+        lines.append(f"  {t.engine:10} {pushed[t.image].image.label:26} {verdict}")
     return lines
+
+
+def engine_versions(engines: Sequence[str]) -> str:
+    """The engines' versions, and whether gzip is decompressed by unpigz (both use it when it is on PATH)."""
+    argv = {"docker": ["dockerd", "--version"], "containerd": ["containerd", "--version"]}
+    found = []
+    for engine in engines:
+        proc = subprocess.run(argv[engine], capture_output=True, text=True, check=False)
+        words = proc.stdout.split()  # "Docker version 20.10.24+dfsg1, build ..." / "containerd github.com/... 1.6.20"
+        found.append(f"{argv[engine][0]} {words[2].rstrip(',')}" if len(words) > 2 else f"{argv[engine][0]}: ?")
+    unpigz = shutil.which("unpigz")
+    return "; ".join(found) + f"; unpigz: {unpigz or 'not on PATH (gzip is decompressed in Go)'}"
 
 
 def error_line(output: str) -> str:
@@ -205,15 +219,16 @@ def build_handwritten(bench: push_speed.Bench, state: push_speed.Fresh) -> str:
 
 
 def build_imagectl(bench: push_speed.Bench, state: push_speed.Fresh, image: Image) -> str:
-    """``imagectl build`` with buildah in empty containers-storage, ``image.compression``; its reference."""
+    """``imagectl build`` with buildah in empty containers-storage, ``[registry] compression`` from ``image``;
+    its reference."""
     push_speed.drop_storage(state.folder / "runner", state.env)
     state.env = push_speed.storage_env(state.folder / "runner")
     project = state.folder / f"project-{image.key}"
     build = {"engine": '"buildah"'}
     if bench.real:
         build["ca_bundle"] = f'"{_fixture.CA_BUNDLE}"'
-    _fixture.write_config(state.setup, project, push=True, namespace=image.key,
-                          registry={"compression": f'"{image.compression}"'}, build=build)
+    registry = {"compression": f'"{image.compression}"'} if image.compression else None
+    _fixture.write_config(state.setup, project, push=True, namespace=image.key, registry=registry, build=build)
     push_speed.imagectl_build(state, project, PROFILE)
     return f"{state.setup.registry_host}/{image.key}/{PROFILE}:latest"
 
@@ -441,6 +456,7 @@ def main() -> int:
     print("$", shlex.join([sys.executable, *sys.argv]))
     print(time.strftime("%Y-%m-%d %H:%M %Z"), f"load average {os.getloadavg()[0]:.2f}, {cores} cores,",
           "real wheels (PyPI)" if args.real else f"stand-in wheels at 1/{args.scale}")
+    print(engine_versions(engines))
     with ExitStack() as stack:
         bench = push_speed.prepare(stack, args.real, args.scale)
         nodes = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="imagectl-node-",
