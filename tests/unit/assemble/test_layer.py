@@ -360,7 +360,8 @@ def test_a_deflated_member_with_bytes_after_its_stream_gives_no_corrupt_layer(tm
     content = b"hello world " * 50
     wheel = tmp_path / "junk-1.0-py3-none-any.whl"
     wheel.write_bytes(_raw_zip([("junk/a.txt", content, b"JUNKJUNKJUNK"),
-                                ("junk-1.0.dist-info/METADATA", b"Name: junk\n", b"")]))
+                                ("junk-1.0.dist-info/METADATA", b"Name: junk\n", b""),
+                                ("junk-1.0.dist-info/WHEEL", b"Wheel-Version: 1.0\n", b"")]))
     with zipfile.ZipFile(wheel) as archive:
         assert archive.read("junk/a.txt") == content  # a zip reader takes it
     member = read_wheel(wheel).member("junk/a.txt")
