@@ -41,6 +41,7 @@ from packaging.utils import canonicalize_name
 
 from ..assemble.compile import (PROBE_FILE, SOURCES_FILE, VENV_FILE, WAIT_S, Probe, probe_argv, probe_folder,
                                 read_probe, write_sources)
+from ..assemble.conflicts import LockPaths
 from ..assemble.fetch import fetch_wheels
 from ..assemble.install import Scheme, install_wheel, source_files, venv_scheme
 from ..assemble.layer import FILE_MODE, LayerBlob, LayerWriter
@@ -215,12 +216,15 @@ def _lock_layers(plan: Plan, config: Config, log: LineSink, groups: Sequence[Lay
                  scheme: Scheme, blobs: Path, stage: Path, writers: ThreadPoolExecutor) -> list[Future[list[Written]]]:
     """Download the lock's wheels (:func:`~imagectl.assemble.fetch.fetch_wheels`) layer by layer, and start writing
     each install layer on ``writers`` as soon as its wheels are there (the CUDA layer, the biggest, first); their
-    futures, in the lock's order, each of the layers one install layer makes (:func:`group_layer`)."""
+    futures, in the lock's order, each of the layers one install layer makes (:func:`group_layer`).  Each layer's
+    wheels are checked against the layers before first (:class:`~imagectl.assemble.conflicts.LockPaths`): no lock
+    layer is staged or uploaded before this returns, so a refusal comes before any of them leaves the work folder."""
     header, framework = plan.spec.install_lock.header, plan.request.profile.framework
-    futures = []
+    futures, paths = [], LockPaths(scheme)
     for n, group in enumerate(groups):
         wheels = fetch_wheels(group.packages, header.index, plan.request.profile.python, header.platform,
                               cache_dir() / "wheels", ca_bundle=config.ca_bundle, on_line=log)
+        paths.add(wheels.values())
         futures.append(writers.submit(group_layer, group, wheels, scheme, plan.files[group.file], blobs, stage, log,
                                       first=n == 0, own_from=framework.own_layer_mib(group.name) << 20))
     return futures
