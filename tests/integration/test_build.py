@@ -11,7 +11,10 @@ import subprocess
 
 import pytest
 
+from imagectl.assemble.layer import LAYER_WRITER
+from imagectl.evidence.statement import SLSA_PROVENANCE, parse_statement
 from imagectl.registry import RegistryClient
+from imagectl.registry.referrers import list_referrers
 from tests.integration.conftest import login, write_config
 
 pytestmark = pytest.mark.integration
@@ -22,6 +25,15 @@ PROFILE = "torch-2.3-cu121-py3.11"  # the stand-in base is Debian bookworm, whos
 def registry_tags(server, repo: str) -> dict[str, str]:
     client = RegistryClient(server.host, insecure=True)
     return {t: client.head_manifest(repo, t) for t in client.list_tags(repo)}
+
+
+def provenance_of(client: RegistryClient, repo: str, digest: str) -> dict:
+    """The (unsigned) provenance predicate attached to image ``digest``."""
+    found = [r for r in list_referrers(client, repo, digest)
+             if r.annotations.get("in-toto.io/predicate-type") == SLSA_PROVENANCE]
+    assert len(found) == 1, found
+    layer = client.get_manifest(repo, found[0].digest).layers()[0]
+    return parse_statement(client.read_blob(repo, layer.digest), "provenance")["predicate"]
 
 
 def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, registry, docker_config, engine):
@@ -56,6 +68,10 @@ def test_build_push_check_and_reuse(run_cli, tmp_path, mirror, wheel_index, regi
         early = re.search(r"uploaded while the image was made: ([\d.]+ [kMG]?B) uploaded", first.err)
         assert early and early[1] != "0 B", first.err[-3000:]
         assert re.search(r"push: [\d.]+ k?B uploaded", first.err), first.err[-3000:]
+
+    # the provenance names the byte format of the layers imagectl wrote (buildah assembles them; Docker writes all)
+    versions = provenance_of(client, f"{namespace}/{PROFILE}", manifest.digest)["runDetails"]["builder"]["version"]
+    assert versions.get("layer-writer") == (LAYER_WRITER if labels["imagectl.engine"] == "buildah" else None)
 
     # the base flavour has no system NCCL, so no warning (a -runtime build warns: test_flavours.py)
     assert "NCCL_VERSION of the base image" not in first.out + first.err
