@@ -41,8 +41,10 @@ is 0 whenever the bench ran): node start at most 0.5x the hand-written image's o
 Default mode (stand-in): stand-in wheels at 1/SCALE of PyPI's sizes (``bench/layers.py``'s ``PYPI_WHEELS``), so the
 lock layers weigh 1/SCALE and the real-size base and JIT layers dominate; "import torch" imports the stand-in
 ``torch`` (``tests/integration/support/wheels.py``'s ``torch_standin_files``: version modules and a list-of-floats
-tensor).  A few minutes on the 2-core VM; its ratios do not decide the target.  ``--real``: PyPI's wheels (~3 GB of
-gzip, ~6 GB unpacked per image), still on the stand-in base; expect about an hour and ~25 GB of free disk.
+tensor).  10-13 minutes on the shared 2-core VM (about 7 of them building); its ratios do not decide the target.
+``--real``: PyPI's wheels (~3 GB of gzip, ~6 GB unpacked per image), still on the stand-in base; not run yet: an
+estimated 30-60 minutes and ~25 GB of free disk at the peak (the three images in the registry, the hand-written one
+in the shared dockerd, one node).
 """
 
 from __future__ import annotations
@@ -444,7 +446,7 @@ def main() -> int:
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated, of: {', '.join(ENGINES)}")
     parser.add_argument("--runs", type=int, default=1, help="measure every row N times, interleaved; the median")
     parser.add_argument("--scale", type=int, default=50, help="stand-in wheels weigh 1/SCALE of the real ones")
-    parser.add_argument("--real", action="store_true", help="real wheels from PyPI (about an hour)")
+    parser.add_argument("--real", action="store_true", help="real wheels from PyPI (an estimated 30-60 minutes)")
     args = parser.parse_args()
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = [e for e in engines if e not in ENGINES]
