@@ -1,9 +1,9 @@
-"""A deterministic image layer (a gzip-compressed tar) written from wheel members and generated files.
+"""A deterministic image layer (a gzip- or zstd-compressed tar) written from wheel members and generated files.
 
 The tar holds every entry with owner 0:0, no user or group name and mtime 0, in the order added, each directory
 once; headers are POSIX pax (``tarfile``'s encoding: a pax record only for a path over 100 characters).  The gzip
-stream is a series of members (RFC 1952 allows any number; every gzip reader of the engines and registries reads
-them as one stream):
+stream (the default, ``[registry] compression = "gzip"``) is a series of members (RFC 1952 allows any number; every
+gzip reader of the engines and registries reads them as one stream):
 
 - a deflated wheel member's stored bytes are copied as the body of a gzip member of their own, with the zip's
   CRC-32 and size as its trailer: no byte is compressed again, so writing a layer costs little more than copying
@@ -19,6 +19,10 @@ price is the generated runs' compression; for the ``.pyc`` layer that is the lar
 :data:`LAYER_WRITER` names this byte format; it changes whenever the bytes would, and a build's provenance records
 it.
 
+With ``[registry] compression = "zstd"`` the tar is one zstd frame instead (:mod:`.zstd_stream`: a pinned encoder with
+fixed parameters, so again no byte depends on the host; the wheels' members are inflated and compressed again, as
+each layer is written); :func:`writer_name` names that format.
+
 As it writes, it hashes the uncompressed tar (the layer's ``diff_id``), the compressed bytes (the blob's digest)
 and each file (for RECORD), and checks every copied member against its CRC-32 by inflating it.
 """
@@ -30,15 +34,21 @@ import hashlib
 import struct
 import tarfile
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import BinaryIO, Literal, Protocol
 
 from ..errors import BuildError
 from .deflate import deflate
 from .wheel import Member, inflated_chunks, member_chunks
+from .zstd_stream import ZstdStream, zstd_format
 
+Compression = Literal["gzip", "zstd"]
 GZIP_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+ZSTD_LAYER = "application/vnd.oci.image.layer.v1.tar+zstd"
+MEDIA_TYPES: dict[Compression, str] = {"gzip": GZIP_LAYER, "zstd": ZSTD_LAYER}
+_SUFFIXES: dict[Compression, str] = {"gzip": ".tar.gz", "zstd": ".tar.zst"}
 LAYER_WRITER = "imagectl-layer/2"  # the byte format (1: the generated runs deflated by the host's zlib at level 6)
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no flags, mtime 0, no extra flags, OS unknown
 _FLUSH_AT = 4 * 1024 * 1024
@@ -54,10 +64,11 @@ class LayerBlob:
     digest: str
     size: int
     diff_id: str
+    media_type: str = GZIP_LAYER
 
     def descriptor(self) -> dict[str, object]:
         """The layer's OCI descriptor."""
-        return {"mediaType": GZIP_LAYER, "digest": self.digest, "size": self.size}
+        return {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
 
 
 @dataclass(frozen=True)
@@ -72,21 +83,99 @@ class FileDigest:
         return cls(record_hash(hashlib.sha256(data).digest()), len(data))
 
 
+def layer_compression(name: str) -> Compression:
+    """``[registry] compression`` (``gzip`` or ``zstd``) as the writer takes it; raises BuildError for another."""
+    for compression in MEDIA_TYPES:
+        if compression == name:
+            return compression
+    raise BuildError(f"layer: unknown compression {name!r} (gzip or zstd)")
+
+
+def writer_name(compression: Compression = "gzip") -> str:
+    """The byte format of the layers :class:`LayerWriter` writes with ``compression``, as a build's provenance
+    records it: :data:`LAYER_WRITER`, and for zstd the encoder's (``imagectl-layer/2+zstd-1.5.7-l3``)."""
+    return LAYER_WRITER if compression == "gzip" else f"{LAYER_WRITER}+{zstd_format()}"
+
+
+def blob_name(stem: str, compression: Compression = "gzip") -> str:
+    """The file name of a layer blob called ``stem`` (``.tar.gz`` or ``.tar.zst`` added)."""
+    return stem + _SUFFIXES[compression]
+
+
 def record_hash(digest: bytes) -> str:
     """A sha256 digest as RECORD writes it (``sha256=`` and urlsafe base64 without padding)."""
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-class LayerWriter:
-    """Writes one layer to ``dest`` (see the module docstring); a context manager: :meth:`close` finishes it and
-    returns the :class:`LayerBlob`; an exception inside the block removes the partial file."""
+class _Body(Protocol):
+    """The compressed stream of a layer: ``write`` takes the tar's bytes, ``copy`` a deflated wheel member (yielding
+    its content as it goes into the layer), ``finish`` ends it; what they make goes to the ``emit`` they were made
+    with."""
 
-    def __init__(self, dest: Path) -> None:
+    def write(self, data: bytes) -> None: ...
+    def copy(self, wheel: Path, member: Member) -> Iterator[bytes]: ...
+    def finish(self) -> None: ...
+
+
+class _GzipMembers:
+    """The gzip stream of the module docstring: a member of each copied wheel stream and of each run between them."""
+
+    def __init__(self, emit: Callable[[bytes], None]) -> None:
+        self._emit = emit
+        self._pending = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self._pending += data
+        if len(self._pending) >= _FLUSH_AT:
+            self.finish()
+
+    def copy(self, wheel: Path, member: Member) -> Iterator[bytes]:
+        self.finish()
+        self._emit(_GZIP_HEADER)
+        for stored, out in member_chunks(wheel, member, exact=True):  # checked before the trailer is written
+            self._emit(stored)
+            yield out
+        self._emit(struct.pack("<II", member.crc & 0xFFFFFFFF, member.size & 0xFFFFFFFF))
+
+    def finish(self) -> None:
+        if not self._pending:
+            return
+        self._emit(_GZIP_HEADER)
+        self._emit(deflate(self._pending))
+        self._emit(struct.pack("<II", zlib.crc32(self._pending) & 0xFFFFFFFF, len(self._pending) & 0xFFFFFFFF))
+        self._pending = bytearray()
+
+
+class _ZstdFrame:
+    """The zstd frame of :mod:`.zstd_stream`: a copied member is inflated (and checked) and compressed again."""
+
+    def __init__(self, emit: Callable[[bytes], None]) -> None:
+        self._stream = ZstdStream(emit)
+
+    def write(self, data: bytes) -> None:
+        self._stream.write(data)
+
+    def copy(self, wheel: Path, member: Member) -> Iterator[bytes]:
+        for _, out in member_chunks(wheel, member, exact=True):
+            self._stream.write(out)
+            yield out
+
+    def finish(self) -> None:
+        self._stream.finish()
+
+
+class LayerWriter:
+    """Writes one layer to ``dest`` (see the module docstring), compressed with ``compression``; a context manager:
+    :meth:`close` finishes it and returns the :class:`LayerBlob`; an exception inside the block removes the partial
+    file."""
+
+    def __init__(self, dest: Path, compression: Compression = "gzip") -> None:
         self._dest = dest
         self._out: BinaryIO = dest.open("wb")
         self._blob, self._tar = hashlib.sha256(), hashlib.sha256()
         self._size = 0
-        self._pending = bytearray()
+        self._media_type = MEDIA_TYPES[compression]
+        self._body: _Body = _ZstdFrame(self._emit) if compression == "zstd" else _GzipMembers(self._emit)
         self._dirs: set[str] = set()
         self._files: dict[str, FileDigest] = {}
         self._result: LayerBlob | None = None
@@ -155,10 +244,10 @@ class LayerWriter:
         """End the tar (two zero blocks), flush, and return the blob (again on a second call)."""
         if self._result is None:
             self._fresh(b"\0" * (2 * _BLOCK))
-            self._flush()
+            self._body.finish()
             self._out.close()
             self._result = LayerBlob(self._dest, f"sha256:{self._blob.hexdigest()}", self._size,
-                                     f"sha256:{self._tar.hexdigest()}")
+                                     f"sha256:{self._tar.hexdigest()}", self._media_type)
         return self._result
 
     # ---------------------------------------------------------------------------------------------- plumbing
@@ -179,29 +268,12 @@ class LayerWriter:
 
     def _fresh(self, data: bytes) -> None:
         self._tar.update(data)
-        self._pending += data
-        if len(self._pending) >= _FLUSH_AT:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        self._member(deflate(self._pending), zlib.crc32(self._pending), len(self._pending))
-        self._pending = bytearray()
+        self._body.write(data)
 
     def _copy_deflated(self, wheel: Path, member: Member, content: hashlib._Hash) -> None:
-        self._flush()
-        self._emit(_GZIP_HEADER)
-        for stored, out in member_chunks(wheel, member, exact=True):  # checked before the trailer is written
-            self._emit(stored)
+        for out in self._body.copy(wheel, member):
             content.update(out)
             self._tar.update(out)
-        self._emit(struct.pack("<II", member.crc & 0xFFFFFFFF, member.size & 0xFFFFFFFF))
-
-    def _member(self, body: bytes, crc: int, size: int) -> None:
-        self._emit(_GZIP_HEADER)
-        self._emit(body)
-        self._emit(struct.pack("<II", crc & 0xFFFFFFFF, size & 0xFFFFFFFF))
 
     def _emit(self, data: bytes) -> None:
         self._out.write(data)

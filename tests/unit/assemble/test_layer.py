@@ -23,6 +23,7 @@ from imagectl.assemble.layer import (
     EXEC_MODE,
     FILE_MODE,
     GZIP_LAYER,
+    Compression,
     FileDigest,
     LayerBlob,
     LayerWriter,
@@ -78,11 +79,11 @@ def wheel(tmp_path_factory) -> Path:
     return make_wheel(tmp_path_factory.mktemp("wheel"))
 
 
-def write_layer(wheel: Path, dest: Path) -> tuple[LayerBlob, dict[str, FileDigest]]:
+def write_layer(wheel: Path, dest: Path, compression: Compression = "gzip") -> tuple[LayerBlob, dict[str, FileDigest]]:
     """Every member of ``wheel`` under ROOT, a generated file and a whiteout; (the blob, the digests returned)."""
     read = read_wheel(wheel)
     digests = {}
-    with LayerWriter(dest) as out:
+    with LayerWriter(dest, compression) as out:
         for member in read.members:
             digests[member.name] = out.add_member(f"{ROOT}/{member.name}", wheel, member,
                                                   EXEC_MODE if member.executable else FILE_MODE)

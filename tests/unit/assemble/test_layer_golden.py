@@ -2,7 +2,8 @@
 deflate streams written here as hex, never by the host's zlib) has one digest, and the same digest when the ``zlib``
 module the writer and the wheel reader use is zlib-ng's (Fedora 40+ and others ship zlib-ng in zlib's place, and it
 deflates otherwise).  A change of the golden digest is a change of the layer byte format: bump
-``imagectl.assemble.layer.LAYER_WRITER`` with it."""
+``imagectl.assemble.layer.LAYER_WRITER`` with it.  The same entries written as a zstd layer (``[registry] compression =
+"zstd"``) have a golden digest of their own, for the pinned libzstd that :func:`writer_name` names."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import pytest
 from imagectl.assemble import layer as layer_module
 from imagectl.assemble import wheel as wheel_module
 from imagectl.assemble.deflate import deflate
-from imagectl.assemble.layer import EXEC_MODE, FILE_MODE, LAYER_WRITER, LayerBlob, LayerWriter
+from imagectl.assemble.layer import (EXEC_MODE, FILE_MODE, LAYER_WRITER, Compression, LayerBlob, LayerWriter,
+                                     writer_name)
 from imagectl.assemble.wheel import read_wheel
 
 zlib_ng = pytest.importorskip("zlib_ng.zlib_ng", reason="pip install zlib-ng (the test extras)")
@@ -36,6 +38,12 @@ GOLDEN = {
     "digest": "sha256:074bcca717d06ea046d369c03a7d9f83d27ea48422cb4618fdcdb0fa32dbd17f",
     "size": 5354778,
     "diff_id": "sha256:bd60b09cf752d2f30e50f28fa8ef7d50a7a88ea8a1821c1bf68343225a3773b7",
+}
+GOLDEN_ZSTD_WRITER = "imagectl-layer/2+zstd-1.5.7-l3"  # the zstandard package pinned in pyproject.toml bundles it
+GOLDEN_ZSTD = {
+    "digest": "sha256:6850ad04cfaddcd7e3b735be97775d37eb5357cafb7aea90605a8126a5d488e0",
+    "size": 5155859,
+    "diff_id": GOLDEN["diff_id"],  # the same tar
 }
 
 
@@ -77,12 +85,12 @@ def fixed_zip(members: dict[str, tuple[bytes, bytes | None, int]]) -> bytes:
     return bytes(out + central + end)
 
 
-def write_golden_layer(folder: Path) -> LayerBlob:
+def write_golden_layer(folder: Path, compression: Compression = "gzip") -> LayerBlob:
     """The golden layer: every member of the fixed wheel, generated files (one over the writer's 4 MiB flush, with
     runs of NULs as a ``.pyc`` has), a directory and a whiteout."""
     wheel = folder / "golden-1.0-py3-none-any.whl"
     wheel.write_bytes(fixed_zip(MEMBERS))
-    with LayerWriter(folder / "layer.tar.gz") as out:
+    with LayerWriter(folder / f"layer-{compression}", compression) as out:
         for member in read_wheel(wheel).members:
             out.add_member(f"{ROOT}/{member.name}", wheel, member, EXEC_MODE if member.executable else FILE_MODE)
         out.add_bytes(f"{ROOT}/golden-1.0.dist-info/RECORD", b"golden/__init__.py,sha256=x,1011\n")
@@ -129,3 +137,20 @@ def test_the_golden_layer_is_the_same_when_zlib_is_zlib_ng(tmp_path, monkeypatch
     again = write_golden_layer(tmp_path / "ng")
     assert blob_facts(again) == blob_facts(sample) == GOLDEN
     assert again.path.read_bytes() == sample.path.read_bytes()
+
+
+def test_the_golden_zstd_layer_has_its_digest(tmp_path, monkeypatch):
+    """The zstd layer of the same entries: one digest, the gzip layer's tar, and the same bytes with zlib-ng (the
+    wheel's members are inflated to be compressed again: inflating has one answer)."""
+    import zstandard
+
+    assert writer_name("zstd") == GOLDEN_ZSTD_WRITER, "another libzstd: its bytes differ; update GOLDEN_ZSTD with it"
+    (tmp_path / "zlib").mkdir()
+    blob = write_golden_layer(tmp_path / "zlib", "zstd")
+    tar = zstandard.ZstdDecompressor().stream_reader(blob.path.read_bytes()).read()
+    assert hashlib.sha256(tar).hexdigest() == blob.diff_id.partition(":")[2]
+    assert blob_facts(blob) == GOLDEN_ZSTD, "the zstd layer bytes changed: update GOLDEN_ZSTD (and writer_name)"
+    monkeypatch.setattr(layer_module, "zlib", zlib_ng)
+    monkeypatch.setattr(wheel_module, "zlib", zlib_ng)
+    (tmp_path / "ng").mkdir()
+    assert write_golden_layer(tmp_path / "ng", "zstd").path.read_bytes() == blob.path.read_bytes()
