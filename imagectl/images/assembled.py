@@ -7,7 +7,8 @@ machine downloads nothing; no index credential ever reaches a build).  Then, on 
 
 1. one layer per install layer of the lock (``[framework] layers``; the extras' closure one more), holding its
    wheels installed as pip installs them and its ``lock-N-NAME.txt`` (:mod:`imagectl.assemble.install`), written by
-   :class:`~imagectl.assemble.layer.LayerWriter` from the wheels' own deflated bytes, two at a time;
+   :class:`~imagectl.assemble.layer.LayerWriter` from the wheels' own deflated bytes, two at a time (with
+   ``[registry] compression = "zstd"``, every layer this module writes is zstd instead, compressed as it is written);
 2. one layer of the ``.pyc`` files the image's Python compiles from the installed ``.py`` files
    (:mod:`imagectl.assemble.compile`, in a container of the system image);
 3. one layer of ``/opt/imagectl``'s files (the lock, constraints, check and entry scripts, the extras' files).
@@ -44,7 +45,7 @@ from ..assemble.compile import (PROBE_FILE, SOURCES_FILE, VENV_FILE, WAIT_S, Pro
 from ..assemble.conflicts import LockPaths
 from ..assemble.fetch import fetch_wheels
 from ..assemble.install import Scheme, install_wheel, source_files, venv_scheme
-from ..assemble.layer import FILE_MODE, LayerBlob, LayerWriter
+from ..assemble.layer import FILE_MODE, Compression, LayerBlob, LayerWriter, blob_name, layer_compression
 from ..assemble.wheel import Member, read_wheel
 from ..cache import cache_dir
 from ..config import Config
@@ -153,6 +154,7 @@ def _assemble(plan: Plan, config: Config, engine: LayoutEngine, trace: Trace, co
                        no_cache=plan.request.options.no_cache, source_date_epoch=plan.source_date_epoch,
                        cache_repo=config.build_cache)
     stager = LayerStager(engine)
+    compression = layer_compression(config.registry_compression)
 
     def ready(layer: LayoutLayer, *, staged: bool = True) -> None:  # a layer's blob is written: stage it, upload it
         if staged:
@@ -171,7 +173,7 @@ def _assemble(plan: Plan, config: Config, engine: LayoutEngine, trace: Trace, co
             probe_run = pool.submit(engine.run_mounted, system_id, argv, mounts, timeout=WAIT_S + 600)
             with Heartbeat(log, "assembling") as beat:  # a line at least every 15 s: loading 5 GB takes minutes
                 venv = _probe_answer(stage, VENV_FILE, probe_run, scheme)
-                whiteouts = _whiteout_layer(venv, groups, blobs, scheme)
+                whiteouts = _whiteout_layer(venv, groups, blobs, scheme, compression)
                 exported = _Exported(system, work / "system")
                 for diff_id in _diff_ids(engine, system_id):  # staged before the export ends: it is not needed
                     stager.add(diff_id, functools.partial(exported.blob, diff_id))  # where a layer is there already
@@ -182,7 +184,7 @@ def _assemble(plan: Plan, config: Config, engine: LayoutEngine, trace: Trace, co
                     ready(layer.layout_layer())
                     written.append(layer)
                 probe = _compile(stage, probe_run, scheme, beat.sink)
-                top = [_pyc_layer(probe, stage, blobs), _files_layer(plan, blobs)]
+                top = [_pyc_layer(probe, stage, blobs, compression), _files_layer(plan, blobs, compression)]
                 for layer in top:
                     ready(layer.layout_layer())
                 layout = write_layout(work / "system", [w.layout_layer() for w in [*written, *top]], work / "layout")
@@ -221,17 +223,20 @@ def _lock_layers(plan: Plan, config: Config, log: LineSink, groups: Sequence[Lay
     layer is staged or uploaded before this returns, so a refusal comes before any of them leaves the work folder."""
     header, framework = plan.spec.install_lock.header, plan.request.profile.framework
     futures, paths = [], LockPaths(scheme)
+    compression = layer_compression(config.registry_compression)
     for n, group in enumerate(groups):
         wheels = fetch_wheels(group.packages, header.index, plan.request.profile.python, header.platform,
                               cache_dir() / "wheels", ca_bundle=config.ca_bundle, on_line=log)
         paths.add(wheels.values())
         futures.append(writers.submit(group_layer, group, wheels, scheme, plan.files[group.file], blobs, stage, log,
-                                      first=n == 0, own_from=framework.own_layer_mib(group.name) << 20))
+                                      first=n == 0, own_from=framework.own_layer_mib(group.name) << 20,
+                                      compression=compression))
     return futures
 
 
 def group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, lock_file: bytes,  # noqa: PLR0913
-                blobs: Path, stage: Path, log: LineSink, *, first: bool = False, own_from: int = 0) -> list[Written]:
+                blobs: Path, stage: Path, log: LineSink, *, first: bool = False, own_from: int = 0,
+                compression: Compression = "gzip") -> list[Written]:
     """The layers of one install layer: its wheels (``wheels``: canonical name -> file; in the lock's order) and
     its lock file (``lock_file``'s bytes) in one, their ``.py`` files staged under ``stage``; with ``own_from``,
     each file a wheel stores in at least that many bytes in a layer of its own before it (``[framework] layers``'
@@ -241,21 +246,22 @@ def group_layer(group: LayerGroup, wheels: dict[str, Path], scheme: Scheme, lock
     ``libtriton.so``), while the smaller ones are vendored tools and libraries that releases keep (``ptxas``,
     ``nvdisasm``, ``libcusparseLt``); see ``matrices/torch.toml``.  Any but the ``first`` install layer is written at
     a lower priority: the first one is staged first, the moment the system image is built, and the rest wait for it
-    there anyway."""
+    there anyway.  ``compression``: of every layer it writes."""
     if not first:
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
     started, seen = time.monotonic(), set[str]()
     own: list[tuple[int, str, str, LayerWriter]] = []  # (stored size, path, package==version, its layer's writer)
     stem = Path(group.file).stem  # lock-3-framework: no name of the other layers' blobs (pyc, files, whiteouts)
-    with contextlib.ExitStack() as files, LayerWriter(blobs / f"{stem}.tar.gz") as out:
+    with contextlib.ExitStack() as files, LayerWriter(blobs / blob_name(stem, compression), compression) as out:
         for package in group.packages:
             wheel = read_wheel(wheels[canonicalize_name(package.name)])
 
             def route(path: str, member: Member, pin: str = f"{package.name}=={package.version}") -> LayerWriter | None:
                 if not own_from or member.stored_size < own_from:
                     return None
-                writer = files.enter_context(LayerWriter(blobs / f"{stem}+{len(own) + 1}.tar.gz"))
+                writer = files.enter_context(LayerWriter(blobs / blob_name(f"{stem}+{len(own) + 1}", compression),
+                                                         compression))
                 own.append((member.stored_size, path, pin, writer))
                 return writer
 
@@ -329,33 +335,34 @@ def _probe_answer(stage: Path, name: str, run: Future[tuple[int, str]], scheme: 
     return read_probe(stage, scheme, name)
 
 
-def _pyc_layer(probe: Probe, stage: Path, blobs: Path) -> Written:
-    with LayerWriter(blobs / "pyc.tar.gz") as out:
+def _pyc_layer(probe: Probe, stage: Path, blobs: Path, compression: Compression) -> Written:
+    with LayerWriter(blobs / blob_name("pyc", compression), compression) as out:
         for path in probe.pyc:
             out.add_bytes(path, (stage / path.lstrip("/")).read_bytes(), FILE_MODE)
     return Written(out.close(), f"{COMPILE_STEP} {len(probe.pyc)} .py files (hash-checked .pyc, PEP 552)")
 
 
-def _files_layer(plan: Plan, blobs: Path) -> Written:
+def _files_layer(plan: Plan, blobs: Path, compression: Compression) -> Written:
     """``/opt/imagectl``'s files, as the pip build copies them."""
     files = {LOCK_PATH: "lock.txt", CONSTRAINTS_PATH: "constraints.txt", f"{FILES_DIR}/check.py": "imagectl-check.py",
              ENTRY_PATH: "imagectl-entry.sh", f"{FILES_DIR}/extra-requirements.txt": "extra-requirements.txt",
              f"{FILES_DIR}/{EXTRAS_LOCK_FILE}": EXTRAS_LOCK_FILE}
-    with LayerWriter(blobs / "files.tar.gz") as out:
+    with LayerWriter(blobs / blob_name("files", compression), compression) as out:
         for path, name in sorted(files.items()):
             if name in plan.files:
                 out.add_bytes(path, plan.files[name], FILE_MODE)
     return Written(out.close(), f"{COPY_STEP} {FILES_DIR} (lock, constraints, check)")
 
 
-def _whiteout_layer(probe: Probe, groups: Sequence[LayerGroup], blobs: Path, scheme: Scheme) -> list[Written]:
+def _whiteout_layer(probe: Probe, groups: Sequence[LayerGroup], blobs: Path, scheme: Scheme,
+                    compression: Compression) -> list[Written]:
     """A layer removing the files of each distribution the venv holds at another version than the lock's (none
     when there is none)."""
     locked = {canonicalize_name(p.name): p.version for g in groups for p in g.packages}
     old = [d for d in probe.dists if locked.get(canonicalize_name(d.name), d.version) != d.version]
     if not old:
         return []
-    with LayerWriter(blobs / "whiteouts.tar.gz") as out:
+    with LayerWriter(blobs / blob_name("whiteouts", compression), compression) as out:
         for dist in old:
             for path in sorted({*dist.files, dist.path}):
                 if path.startswith(scheme.prefix + "/"):
