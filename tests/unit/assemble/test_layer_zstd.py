@@ -172,3 +172,31 @@ def test_compression_names_and_the_writer_name():
     assert writer_name() == writer_name("gzip") == LAYER_WRITER
     version = ".".join(str(part) for part in zstandard.ZSTD_VERSION)
     assert writer_name("zstd") == f"{LAYER_WRITER}+zstd-{version}-l3"
+
+
+def test_an_install_layer_and_its_files_own_layers_are_all_zstd(tmp_path):
+    """images.assembled.group_layer with ``compression="zstd"`` (the assembled build's ``[registry] compression``):
+    every layer it writes is zstd, and holds the tar its gzip twin holds."""
+    from imagectl.images.assembled import LayerGroup, group_layer
+    from imagectl.lock.lockfile import LockedPackage
+    from tests.unit.assemble.test_own_layers import SCHEME, release
+
+    wheel = release(tmp_path / "wheels", "1.0")
+    group = LayerGroup("framework", "lock-2-framework.txt", (LockedPackage("demo-pkg", "1.0", ()),))
+    written = {}
+    for compression in ("gzip", "zstd"):
+        blobs, stage = tmp_path / f"blobs-{compression}", tmp_path / f"stage-{compression}"
+        blobs.mkdir()
+        stage.mkdir()
+        written[compression] = group_layer(group, {"demo-pkg": wheel}, SCHEME, b"demo-pkg==1.0\n", blobs, stage,
+                                           [].append, first=True, own_from=MIB, compression=compression)
+    gz, zst = written["gzip"], written["zstd"]
+    assert len(zst) == len(gz) == 3  # two files of their own, then the rest
+    assert [w.layout_layer().descriptor.media_type for w in zst] == [ZSTD_LAYER] * 3
+    assert [w.layout_layer().descriptor.media_type for w in gz] == [GZIP_LAYER] * 3
+    assert sorted(w.blob.path.name for w in zst) == ["lock-2-framework+1.tar.zst", "lock-2-framework+2.tar.zst",
+                                                     "lock-2-framework.tar.zst"]
+    assert [w.blob.diff_id for w in zst] == [w.blob.diff_id for w in gz]
+    assert [w.created_by for w in zst] == [w.created_by for w in gz]
+    for z, g in zip(zst, gz):
+        assert zstd_module_reads(z.blob.path.read_bytes()) == gzip.decompress(g.blob.path.read_bytes())
