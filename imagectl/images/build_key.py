@@ -29,10 +29,13 @@ def _base_by_digest(dockerfile: bytes) -> bytes:
 
 
 def build_key(files: Mapping[str, bytes], base_digest: str, build_args: Mapping[str, str],
-              file_digests: Mapping[str, str] | None = None) -> str:
+              file_digests: Mapping[str, str] | None = None, *, compression: str = "gzip") -> str:
     """sha256 over the rendered context (names and contents; of a pip netrc file only hosts and logins; of the
     Dockerfile's ``FROM REF@sha256:...`` only the digest), the digests of added context files, the base image digest
-    and the build args.
+    and the build args; and the layer compression of the image pushed, unless it is gzip (so every gzip build keeps
+    the key it had): the same inputs pushed with gzip and with zstd layers are two images, which a build must not
+    take for one another (a zstd build reusing the gzip image, or both under one immutable tag: their configs, and
+    so their image ids, would differ by nothing else).
 
     Pure and order-independent: the same inputs always give the same 64 hex digits.
     """
@@ -48,4 +51,6 @@ def build_key(files: Mapping[str, bytes], base_digest: str, build_args: Mapping[
     h.update(b"base\0" + base_digest.encode() + b"\0")
     for name in sorted(build_args):
         h.update(f"arg\0{name}\0{build_args[name]}\0".encode())
+    if compression != "gzip":
+        h.update(f"compression\0{compression}\0".encode())
     return h.hexdigest()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..bases.eol import end_of_life
 from ..config import Config
+from ..engine.features import picks_buildah
 from ..image_spec import ImageSpec
 from ..lock.extras import lock_extras
 from ..lock.lockfile import Lock
@@ -125,6 +126,13 @@ def base_eol_notes(spec: ImageSpec) -> tuple[str, ...]:
     return (f"base {spec.public_base.familiar}: {end_of_life(toolkit).line()} (see 'imagectl bases status')",)
 
 
+def pushed_compression(config: Config) -> str:
+    """The compression of the layers a build with ``config`` pushes: ``[registry] compression`` on buildah (which
+    compresses the system layers so, and the assembled layers are written so), gzip on Docker (which pushes gzip
+    whatever is asked)."""
+    return config.registry_compression if picks_buildah(config.build_engine) else "gzip"
+
+
 def plan_build(request: BuildRequest, config: Config, digest_of: DigestOf, trace: Trace,
                platform: str | None = None) -> Plan:
     """Plan ``request`` for ``platform`` (default: its first) (see the module docstring), logging and timing the
@@ -165,7 +173,7 @@ def plan_build(request: BuildRequest, config: Config, digest_of: DigestOf, trace
         digests = file_digests(added_files)
         # the key is the same wherever the base is pulled from: the context as if pulled through the mirrors
         key_files = context_files(replace(spec, base_source=None), config) if spec.base_source else files
-        key = build_key(key_files, digest, config.build_args, digests)
+        key = build_key(key_files, digest, config.build_args, digests, compression=pushed_compression(config))
     netrc = files.pop(NETRC_FILE, b"")
     return Plan(request, spec, chosen, files, added_files, digests, key,
                 repository(request.repository_name, config), netrc, notes=notes, platform=platform)
