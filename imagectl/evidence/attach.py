@@ -1,12 +1,13 @@
-"""What ``build`` does after it pushed an image and before its moving tag moves: make the image's SBOM, provenance
-and check report, each an in-toto statement about the image's manifest digest, sign them when ``[attest] key`` is
-set (DSSE, Ed25519; else they are attached ``unsigned`` and say so), and attach them to the image as OCI 1.1
-artifacts (:mod:`imagectl.registry.referrers`).
+"""What ``build`` does after it pushed an image by its digest and before any tag names it (see "Custody" in
+:mod:`imagectl.images.publish`): make the image's SBOM, provenance and check report, each an in-toto statement about
+the image's manifest digest, sign them when ``[attest] key`` is set (DSSE, Ed25519; else they are attached
+``unsigned`` and say so), and attach them to the image as OCI 1.1 artifacts (:mod:`imagectl.registry.referrers`).
 
-The SBOM's Python set must be the lock plus the extras (:func:`.sbom.python_problems`), else the build fails at
-step ``attest`` and the moving tag stays.  An image already carrying all three (pushed before, attested then) is
-not attested again.  A build without a registry attaches nothing, and its notes say so: a local image cannot carry
-referrers.
+The SBOM's Python set must be the lock plus the extras (:func:`.sbom.python_problems`), else the build fails at step
+``attest`` and no tag names the image.  An image already carrying all three (pushed before, attested then) is not
+attested again; one carrying some of them (a try that failed part way) gets the others only.  The key is read through
+:func:`.keys.signing_key`, which ``build`` called before it built anything.  A build without a registry attaches
+nothing, and its notes say so: a local image cannot carry referrers.
 
 The OS packages come from the image itself: one throw-away container reads ``/etc/os-release`` and
 ``/var/lib/dpkg/status`` (an image without dpkg gets an SBOM without OS packages, and a note).
@@ -45,7 +46,9 @@ from .sbom import (
     python_problems,
     python_set,
 )
-from .statement import CHECK_REPORT, CYCLONEDX_BOM, PAYLOAD_TYPE, SLSA_PROVENANCE, statement, to_bytes
+from .keys import signing_key
+from .statement import (CHECK_REPORT, CYCLONEDX_BOM, PAYLOAD_TYPE, PREDICATE_NAMES, SLSA_PROVENANCE, statement,
+                        to_bytes)
 
 if TYPE_CHECKING:
     from ..registry.client import RegistryClient
@@ -55,6 +58,7 @@ PREDICATE_ANNOTATION = "in-toto.io/predicate-type"
 SIGNATURE_ANNOTATION = "dev.imagectl.signature"  # "unsigned" or "ed25519:KEYID"
 CREATED_ANNOTATION = "org.opencontainers.image.created"
 UNSIGNED = "unsigned"
+REQUIRED = (CYCLONEDX_BOM, SLSA_PROVENANCE, CHECK_REPORT)  # what an image is published with
 NO_REGISTRY_NOTE = ("attestations (SBOM, provenance, check report) not attached: no [registry] url, and a local image"
                     " cannot carry referrers")
 _SEPARATOR = "--imagectl-dpkg-status--"
@@ -136,7 +140,7 @@ def attest_build(plan: PlannedBuild, config: Config, engine: Engine, built: Buil
     """Attest and attach (see the module docstring); the notes for the build's result.
 
     Raises BuildError (step ``attest``) when the SBOM disagrees with the lock, cannot be made, or the registry
-    refuses an artifact; the image stays pushed under its immutable tag and the moving tag has not moved.
+    refuses an artifact; the image is in the registry by its digest only: no tag names it yet.
     """
     if not config.registry_url:
         return [NO_REGISTRY_NOTE]
@@ -152,21 +156,23 @@ def attest_build(plan: PlannedBuild, config: Config, engine: Engine, built: Buil
 def _attest(plan: PlannedBuild, config: Config, engine: Engine, built: BuiltImage, log: LineSink,  # noqa: PLR0913
             started: datetime) -> list[str]:
     from ..registry.access import client_for  # here: the registry package loads requests
-    from ..registry.referrers import Artifact, attach, list_referrers
+    from ..registry.referrers import Artifact, attach
 
     repo = plan.repository
     client = client_for(repo.domain, config.insecure_hosts, config.registry_timeout)
     manifest = client.get_manifest(repo.path, built.digest)
-    present = {r.annotations.get(PREDICATE_ANNOTATION) for r in list_referrers(client, repo.path, built.digest)}
-    if {CYCLONEDX_BOM, SLSA_PROVENANCE, CHECK_REPORT} <= present:
+    present = _present(client, repo.path, built.digest)
+    if set(REQUIRED) <= present:
         log(f"{repo.familiar}@{built.digest[:19]} already carries its SBOM, provenance and check report")
         return []
     finished = datetime.now(timezone.utc)
     statements, notes = _statements(plan, engine, built, _image_platform(client, repo, manifest),
                                     (started, finished), layer_writer(plan, config))
-    signing = dsse.load_signing_key(config.attest_key) if config.attest_key else None
+    signing = signing_key(config)
     subject = _descriptor(manifest)
     for predicate_type, document in statements:
+        if predicate_type in present:  # attached by an earlier try that failed after it: not attached twice
+            continue
         made = _wrap(predicate_type, to_bytes(document), signing)
         attach(client, repo.path, subject, Artifact(PAYLOAD_TYPE, made.media_type, made.data, {
             PREDICATE_ANNOTATION: predicate_type, SIGNATURE_ANNOTATION: made.signature,
@@ -174,6 +180,21 @@ def _attest(plan: PlannedBuild, config: Config, engine: Engine, built: BuiltImag
     how = f"signed (ed25519, key {signing.keyid[:16]})" if signing else UNSIGNED
     log(f"attached SBOM, provenance and check report to {repo.familiar}@{built.digest[:19]}: {how}")
     return notes + ([] if signing else ["attestations attached unsigned (no [attest] key)"])
+
+
+def _present(client: RegistryClient, repository: str, digest: str) -> set[str]:
+    """The predicate types of the attestations image ``digest`` of ``repository`` carries."""
+    from ..registry.referrers import list_referrers
+
+    return {str(r.annotations.get(PREDICATE_ANNOTATION)) for r in list_referrers(client, repository, digest)}
+
+
+def missing_attestations(client: RegistryClient, repository: str, digest: str) -> list[str]:
+    """What of the SBOM, provenance and check report image ``digest`` of ``repository`` lacks, by name (``sbom``,
+    ``provenance``, ``check report``): [] when it carries all three.  One referrers listing; raises
+    RegistryError when it cannot be read."""
+    present = _present(client, repository, digest)
+    return [PREDICATE_NAMES[kind] for kind in REQUIRED if kind not in present]
 
 
 def _descriptor(manifest: Any) -> Descriptor:

@@ -30,7 +30,7 @@ from ..labels import BUILD_KEY, EXTRAS, LOCK_PACKAGES, LOCK_SHA256, OCI_BASE_DIG
 from ..matrix.model import Matrix
 from ..reference import Reference
 from . import dsse
-from .attach import PREDICATE_ANNOTATION
+from .attach import PREDICATE_ANNOTATION, REQUIRED
 from .sbom import LOCK_PROPERTY, os_package_count, parse_sbom, python_problems, python_set, sbom_property
 from .statement import (
     CHECK_REPORT,
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from ..registry.client import RegistryClient
     from ..registry.referrers import Referrer
 
-REQUIRED = (CYCLONEDX_BOM, SLSA_PROVENANCE, CHECK_REPORT)
 MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 
 
