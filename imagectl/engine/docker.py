@@ -206,11 +206,14 @@ class DockerEngine(Engine):
 
     def export_layout(self, image: str, dest: Path) -> None:
         """Write ``image`` as an OCI image layout in ``dest`` (``skopeo copy docker-daemon:``: the Engine API has no
-        OCI export); raises EngineError without skopeo or when the copy fails."""
+        OCI export), as ``docker push`` would send it: a Docker manifest, gzip layers, and the config as the daemon
+        holds it, so its digest is the image id (an OCI manifest would make skopeo write the config anew).  ``build``
+        pushes this layout by its digest (the daemon's push always names a tag).  Raises EngineError without skopeo
+        or when the copy fails."""
         skopeo = shutil.which("skopeo")
         if skopeo is None:
             raise EngineError("exporting a Docker image as an OCI layout needs skopeo (apt-get install skopeo)")
-        done = subprocess.run([skopeo, "copy", "--quiet", f"docker-daemon:{image}", f"oci:{dest}"],
+        done = subprocess.run([skopeo, "copy", "--quiet", "--format", "v2s2", f"docker-daemon:{image}", f"oci:{dest}"],
                               capture_output=True, text=True, check=False)
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["skopeo failed"])[-1]

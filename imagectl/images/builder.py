@@ -3,15 +3,20 @@
 Every build is planned first (:mod:`.plan`: base digest, lock, extras, context, build key), all of them before any
 is built, so an extra that conflicts with a profile's lock refuses the whole command before anything is built.
 
+The ``[attest]`` key is read and proven to sign before anything is planned or built (:func:`.keys.signing_key`
+of :mod:`imagectl.evidence`): a key that cannot sign is one line, exit 2, not a failure after the push.
+
 The order after planning is what makes a failure leave nothing behind: the image is built and checked before any
-tag is made; the immutable tag is pushed before the moving tag moves; the moving tag moves in the registry (one
-manifest PUT) before the local one.  A failure at any step raises BuildError and leaves every moving tag where it
-was; nothing is deleted.
+tag is made; it is pushed by its digest and its attestations attached before any tag names it (:mod:`.publish`:
+custody); the immutable tag is put before the moving tag moves; the moving tag moves in the registry (one manifest
+PUT) before the local one.  A failure at any step raises BuildError and leaves every tag where it was; nothing is
+deleted.
 
 Reuse: the build key (see :mod:`.build_key`) is stored as a label and written into the immutable tag, so an
 unchanged profile is found with one tag listing (:meth:`TagStore.tag_with_key`, local or registry).  A reused image
 moves the moving tag only where the moving tag does not exist yet: ``build`` never undoes a rollback unless
-something changed or ``--force`` is given.
+something changed or ``--force`` is given.  An image found so that lacks its attestations is not reused but rebuilt
+(:func:`.publish.unattested` says why).
 
 Immutable tags are never overwritten (:mod:`.immutable`): a tag that already names another image fails the build
 (step ``tag``, nothing pushed, the moving tag stays); one that already names this very image is not pushed again.
@@ -33,6 +38,7 @@ from ..engine import Engine, EngineBuild, LineSink
 from ..engine.select import layout_engine
 from ..errors import BuildError, ExtrasConflictError, ImagectlError, InputError, OperationError
 from ..evidence.attach import BuiltImage, attest_build
+from ..evidence.keys import signing_key
 from ..imagecheck.run import CheckRun, run_check
 from ..labels import BUILD_KEY, ENGINE
 from ..lock.store import LockOrigin
@@ -50,6 +56,7 @@ from .context_dirs import build_context, sweep_contexts
 from .context_write import write_context
 from .early_upload import EarlyUpload
 from .immutable import existing_immutable, image_of
+from .publish import Unattested, name_published, push_by_digest, unattested
 from .platforms import check_mode, index_key, this_host
 from .trace import Trace
 from .plan import BuildRequest, DigestOf, Plan, plan_build
@@ -152,13 +159,20 @@ def build_one(plan: Plan, config: Config, engine: Engine, trace: Trace) -> Build
     """Build (or reuse) one planned image, logging and timing each phase into ``trace``; raises BuildError naming
     the failing step, or another ImagectlError of the tag store."""
     store = open_tag_store(plan.repository, config, engine)
-    result = None
+    found: BuildResult | Unattested | None = None
     if not plan.request.options.force:
         with trace.timed("lookup"):
-            result = _reuse(plan, store, trace.log, local=not config.registry_url)
-    if result is None:
-        result = _build(plan, store, config, engine, trace)
-    return _finish(plan, result)
+            found = _reuse(plan, store, config, trace.log)
+    if isinstance(found, BuildResult):
+        return _finish(plan, found)
+    return _finish(plan, rebuilt(found, _build(plan, store, config, engine, trace)))
+
+
+def rebuilt(found: Unattested | None, result: BuildResult) -> BuildResult:
+    """``result`` of a build, with a first note of the unattested image it rebuilt (``found``), if any."""
+    if found is not None:
+        result.notes.insert(0, found.note(result.digest))
+    return result
 
 
 def _finish(plan: Plan, result: BuildResult) -> BuildResult:
@@ -169,19 +183,26 @@ def _finish(plan: Plan, result: BuildResult) -> BuildResult:
     return result
 
 
-def _reuse(plan: Plan, store: TagStore, log: LineSink, *, local: bool) -> BuildResult | None:
-    return reuse_key(plan.key, plan.repository, store, log, local=local, moves_latest=plan.request.moves_latest)
+def _reuse(plan: Plan, store: TagStore, config: Config, log: LineSink) -> BuildResult | Unattested | None:
+    return reuse_key(plan.key, plan.repository, store, log, config=config, moves_latest=plan.request.moves_latest)
 
 
-def reuse_key(key: str, repo: Reference, store: TagStore, log: LineSink, *, local: bool,  # noqa: PLR0913
-              moves_latest: bool = True) -> BuildResult | None:
+def reuse_key(key: str, repo: Reference, store: TagStore, log: LineSink, *, config: Config,  # noqa: PLR0913
+              moves_latest: bool = True) -> BuildResult | Unattested | None:
     """The ``reused`` result of the image (or index) with build key ``key`` in ``store``, its moving tag moved onto
-    it where the moving tag does not exist yet (and ``moves_latest``); None when there is none."""
+    it where the moving tag does not exist yet (and ``moves_latest``); None when there is none; the
+    :class:`~.publish.Unattested` image when it lacks attestations (it is not reused: the caller rebuilds it, and
+    no tag moves onto it)."""
     tag = store.tag_with_key(key)
     if tag is None:
         return None
     target = store.digest(tag) or ""
+    bare = unattested(store, config, repo, tag, target) if target else None
+    if bare is not None:
+        log(bare.line(repo))
+        return bare
     log(f"reusing {repo.familiar}:{tag}: an image with build key {key[:10]} exists")
+    local = not config.registry_url
     result = BuildResult(_short_name(repo), "reused", tag, target, image_id=target if local else "")
     if not moves_latest:
         return result
@@ -292,24 +313,30 @@ def _check_tag_push(plan: Plan, store: TagStore, config: Config, engine: Engine,
     repo, publish, log = plan.repository, bool(config.registry_url), trace.log
     image_id, pip = built.image_id, built.pip
     checked, platform = check_built(plan, config, engine, image_id, trace)
+    this_image = image_of(engine, repo, image_id, registry=publish)
     with trace.timed("tag"):
         tag = immutable_tag(plan.request.profile, plan.key, image=image_id)
         try:
-            existing = existing_immutable(store, tag, image_of(engine, repo, image_id, registry=publish))
+            existing = existing_immutable(store, tag, this_image)
         except OperationError as exc:
             raise BuildError(str(exc), "tag") from None
-        engine.tag(image_id, repo.familiar, tag)
+        if not publish:
+            engine.tag(image_id, repo.familiar, tag)
     target, pushed_bytes = existing or image_id, None
-    if publish and existing is None:
-        log(f"pushing {repo.familiar}:{tag}")
+    if publish and existing is None:  # by digest: no tag names it before its attestations are attached
+        log(f"pushing {repo.familiar}:{tag} by its digest; tagged once its attestations are attached")
         with trace.timed("push"), Heartbeat(log, "pushing") as beat:
             early = built.early.finish() if built.early else None  # the layers sent while the image was made
-            pushed = (built.assembled.push(repo.familiar, tag, beat.sink) if built.assembled
-                      else engine.push(repo.familiar, tag, beat.sink))
+            pushed = push_by_digest(engine, image_id, repo, config, beat.sink,
+                                    built.assembled.layout if built.assembled else None)
         target, pushed_bytes = pushed.digest, pushed.uploaded + (early.uploaded if early else 0)
     elif publish:
         log(f"{repo.familiar}:{tag} already names this image ({short_digest(existing)}): not pushed again")
     attested = attest_build(plan, config, engine, BuiltImage(image_id, target, checked), trace)  # SBOM, provenance
+    if publish:
+        with trace.timed("tag"):
+            name_published(store, tag, target, this_image)
+            engine.tag(image_id, repo.familiar, tag)
     result = BuildResult(_short_name(repo), "built", tag, target, image_id=image_id, notes=attested,
                          downloads=list(pip.downloads), engine=engine.name, reproducible=engine.reproducible,
                          pushed_bytes=pushed_bytes, platforms=[replace(platform, digest=target if publish else "")])
@@ -376,10 +403,14 @@ which builds on this module, so the caller hands it in)."""
 def build_many(requests: Sequence[BuildRequest], config: Config, engine: Engine, jobs: int,  # noqa: PLR0913 - imports one way
                make_log: Callable[[str], LineSink], index_builder: IndexBuilder | None = None) -> list[BuildResult]:
     """Plan every request, then build the planned ones, ``jobs`` at a time; a request of several platforms is built
-    by ``index_builder`` (a failed result without one).  Raises InputError, before anything is
-    built, when an extra names a package of a profile's lock at another version; any other failure of one request
+    by ``index_builder`` (a failed result without one).  Raises InputError, before anything is planned, when the
+    ``[attest]`` key cannot sign (:func:`~imagectl.evidence.keys.signing_key`; with a registry: attestations are
+    attached only there), and before anything is built, when an extra names a package of a profile's lock at
+    another version; any other failure of one request
     does not stop the others: it is a ``failed`` result with its error (and a BuildError's step and log tail, which
     the caller shows where the log was not shown as it streamed), the phases it timed and its real elapsed time."""
+    if config.registry_url:  # the key attestations are signed with: proven before anything is planned or built
+        signing_key(config)
     work = [_job(request, config, make_log) for request in requests]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         list(pool.map(lambda job: _plan_job(job, config, engine), work))

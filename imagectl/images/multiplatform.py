@@ -7,11 +7,14 @@ listing and reused whole.  Otherwise, in this order, so that a failure leaves ev
 1. each platform is built (buildah ``--platform``) and checked in a container, natively or under QEMU, before the
    next one is built; nothing is tagged yet;
 2. the images are written as one OCI layout (each exported as the engine pushes it, blobs shared) whose root is
-   the index, each entry annotated with how its image was checked, and pushed blob by blob: the blobs and each
-   platform's image manifest by digest, then the index under its immutable tag (one manifest PUT);
+   the index, each entry annotated with how its image was checked, and pushed blob by blob: the blobs, each
+   platform's image manifest and the index, all by digest; no tag names any of them yet (:mod:`.publish`);
 3. each platform's image gets its SBOM, provenance and check report (attestations name the image, not the index);
-4. the moving tag moves onto the index (one manifest PUT, :func:`~imagectl.tags.moves.guarded_move`): every
-   platform at once.
+4. the immutable tag is put onto the index (:func:`.publish.name_published`), then the moving tag moves onto it
+   (one manifest PUT each, :func:`~imagectl.tags.moves.guarded_move`): every platform at once.
+
+An index the build key finds whose images lack their attestations is not reused but rebuilt, as a one-platform
+image is (:mod:`.publish`).
 
 An index needs a registry: the CLI refuses several platforms without ``[registry] url``.
 """
@@ -36,8 +39,9 @@ from ..tags.managed import open_tag_store
 from ..tags.moves import guarded_move
 from ..tags.naming import MOVING_TAG, immutable_tag, short_digest
 from ..tags.store import TagStore
-from .builder import BuildResult, PlatformResult, built_image, check_built, reuse_key
+from .builder import BuildResult, PlatformResult, built_image, check_built, rebuilt, reuse_key
 from .immutable import existing_immutable
+from .publish import Unattested, name_published
 from .plan import Plan
 from .platforms import OCI_INDEX, IndexEntry, index_key, index_manifest
 from .trace import Trace
@@ -52,26 +56,35 @@ class _Built:
 
 
 def build_index(plans: Sequence[Plan], config: Config, engine: Engine, trace: Trace) -> BuildResult:
-    """Build, check and push every platform of ``plans`` (one per platform, of one request) and push their index
-    under the immutable and moving tags (see the module docstring); raises BuildError naming the failing step."""
+    """Build, check and push every platform of ``plans`` (one per platform, of one request), push their index, attest
+    the images and put the index under the immutable and moving tags (see the module docstring), or reuse it; raises
+    BuildError naming the failing step."""
     first = plans[0]
     repo, log = first.repository, trace.log
     store = open_tag_store(repo, config, engine)
     key = index_key({plan.platform: plan.key for plan in plans})
+    found: BuildResult | Unattested | None = None
     if not first.request.options.force:
         with trace.timed("lookup"):
-            reused = reuse_key(key, repo, store, log, local=False)
-        if reused is not None:
-            reused.platforms = [PlatformResult(c.platform, c.digest) for c in store.children(reused.digest)
-                                if not c.attachment]
-            return reused
+            found = reuse_key(key, repo, store, log, config=config)
+    if isinstance(found, BuildResult):
+        found.platforms = [PlatformResult(c.platform, c.digest) for c in store.children(found.digest)
+                           if not c.attachment]
+        return found
+    return rebuilt(found, _build_index(plans, key, store, config, engine, trace))
+
+
+def _build_index(plans: Sequence[Plan], key: str, store: TagStore, config: Config, engine: Engine,  # noqa: PLR0913
+                 trace: Trace) -> BuildResult:
+    """Build, check, push, attest and tag the index of ``plans`` (steps 1 to 4 of the module docstring)."""
+    repo = plans[0].repository
     built, downloads = [], []
     with contextlib.ExitStack() as images:  # an assembled image's layout lives until the index is pushed
         for plan in plans:
             fresh = images.enter_context(built_image(plan, config, engine, trace))
             downloads += fresh.pip.downloads
-            check, result = check_built(plan, config, engine, fresh.image_id, trace)
-            built.append(_Built(plan, fresh.image_id, check, result))
+            check, checked = check_built(plan, config, engine, fresh.image_id, trace)
+            built.append(_Built(plan, fresh.image_id, check, checked))
         digest, tag, pushed, children = _push_index(built, key, config, engine, store, trace)
     notes: list[str] = []
     for item in built:  # each platform's image is attested, as a one-platform build's is
@@ -82,6 +95,7 @@ def build_index(plans: Sequence[Plan], config: Config, engine: Engine, trace: Tr
                          pushed_bytes=pushed, image_id=digest,
                          platforms=[replace(b.result, digest=children[b.plan.platform]) for b in built])
     with trace.timed("tag"):
+        name_published(store, tag, digest, lambda found: False)
         moved = guarded_move(store, MOVING_TAG, digest, tag, store.digest(MOVING_TAG), "build")
     if moved.note:
         result.notes.append(f"{MOVING_TAG}: {moved.note}")
@@ -90,9 +104,9 @@ def build_index(plans: Sequence[Plan], config: Config, engine: Engine, trace: Tr
 
 def _push_index(built: Sequence[_Built], key: str, config: Config, engine: Engine,  # noqa: PLR0913
                 store: TagStore, trace: Trace) -> tuple[str, str, int | None, dict[str, str]]:
-    """Write the images and their index as one OCI layout and push it, the index under its immutable tag;
-    ``(index digest, tag, bytes sent or None, platform -> image digest)``.  Raises BuildError (step ``tag`` or
-    ``push``)."""
+    """Write the images and their index as one OCI layout and push it by its digest (its immutable tag is put once
+    its images are attested); ``(index digest, tag, bytes sent or None, platform -> image digest)``.  Raises
+    BuildError (step ``tag`` or ``push``)."""
     from ..registry.access import client_for  # here: the registry package loads requests
     from ..registry.layout_push import push_layout
 
@@ -112,11 +126,12 @@ def _push_index(built: Sequence[_Built], key: str, config: Config, engine: Engin
         if existing is not None:
             log(f"{repo.familiar}:{tag} already names this index ({short_digest(digest)}): not pushed again")
             return digest, tag, None, children
-        log(f"pushing {repo.familiar}:{tag} (an index of {', '.join(children)})")
+        log(f"pushing {repo.familiar}:{tag} (an index of {', '.join(children)}) by its digest; tagged once its "
+            "images' attestations are attached")
         with trace.timed("push"), Heartbeat(log, "pushing") as beat:
             client = client_for(repo.domain, config.insecure_hosts, config.registry_timeout)
             try:
-                done = push_layout(client, layout, repo.path, tag, on_line=beat.sink)
+                done = push_layout(client, layout, repo.path, None, on_line=beat.sink)
             except OperationError as exc:
                 raise BuildError(f"push of {repo.familiar}:{tag}: {exc}", "push") from None
     return done.digest, tag, done.uploaded, children

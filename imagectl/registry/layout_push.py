@@ -18,9 +18,11 @@ manifest), in order:
    digest is never committed: :class:`~.layout.CheckedBlob`), and the registry checks the digest too.
 
 Then an index's child manifests are put by digest (those the repository lacks), and the root manifest under the
-tag, last: a failed push never moves the tag.  Another writer pushing the same blobs at the same moment is
-harmless (a blob upload racing another one commits the same bytes under the same digest); a blob deleted between
-its upload and the manifest ``PUT`` (a concurrent delete or garbage collection) fails with one line naming it.
+tag, last: a failed push never moves the tag.  Without a tag (``tag=None``) the root manifest is put by its digest:
+the image is in the repository and no tag names it (``build`` attaches its attestations before it tags it).
+Another writer pushing the same blobs at the same moment is harmless (a blob upload racing another one commits the
+same bytes under the same digest); a blob deleted between its upload and the manifest ``PUT`` (a concurrent delete
+or garbage collection) fails with one line naming it.
 
 Progress goes to ``on_line``: "push: X of Y uploading (N of M blobs done)" at most every few seconds, and a last
 line of what was uploaded, mounted and already there.
@@ -72,19 +74,21 @@ def _ignore(line: str) -> None:
 
 
 def push_layout(  # noqa: PLR0913 - the target, then keyword-only options with defaults
-    client: RegistryClient, layout: Path, repository: str, tag: str, *, mount_from: Sequence[str] = (),
+    client: RegistryClient, layout: Path, repository: str, tag: str | None, *, mount_from: Sequence[str] = (),
     on_line: LineSink = _ignore, ref_name: str | None = None, discover: bool = True,
     every: float = PROGRESS_EVERY_S, clock: Clock = time.monotonic,
 ) -> LayoutPush:
     """Push the image of OCI layout ``layout`` (see :func:`.layout.root_manifest`; ``ref_name`` picks one of
-    several) to ``repository:tag`` of ``client``'s registry, sending only the blobs it lacks (see the module
-    docstring); ``discover=False`` asks only ``mount_from`` for mounts, not the catalog.
+    several) to ``repository:tag`` of ``client``'s registry (``tag`` None: by its digest, untagged), sending only
+    the blobs it lacks (see the module docstring); ``discover=False`` asks only ``mount_from`` for mounts, not the
+    catalog.
 
     Raises ValidationError for a bad tag, LayoutError for a layout that is missing or malformed, BlobDigestError
     for a blob file that does not match its digest, AuthError if refused, OperationError when a blob vanished
     before the manifest was put, RegistryError otherwise.
     """
-    check_tag(tag)
+    if tag is not None:
+        check_tag(tag)
     root = root_manifest(layout, ref_name)
     children = _child_manifests(layout, root)
     blobs = _unique_blobs([*children, root])
@@ -96,7 +100,7 @@ def push_layout(  # noqa: PLR0913 - the target, then keyword-only options with d
     for child in children:
         if client.head_manifest(repository, child.digest) is None:
             _put_manifest(client, repository, child.digest, child)
-    digest = _put_manifest(client, repository, tag, root)
+    digest = _put_manifest(client, repository, root.digest if tag is None else tag, root)
     progress.finish(tally)
     return LayoutPush(digest, tally.uploaded, tally.mounted, tally.present, progress.total,
                       dict(tally.mounted_from), tuple(tally.uploaded_blobs))

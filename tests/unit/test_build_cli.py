@@ -19,7 +19,7 @@ from imagectl.errors import OperationError
 from imagectl.images import builder
 from imagectl.labels import BUILD_KEY
 from imagectl.tags.naming import MOVING_TAG, is_immutable
-from tests.unit.images.enginefake import FakeEngine, FakeRegistry
+from tests.unit.images.enginefake import FakeEngine, FakeRegistry, push_by_digest
 
 REGISTRY = "registry.example.com"
 NAME = "torch-2.3-cu121"
@@ -31,8 +31,11 @@ DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 @pytest.fixture(autouse=True)
 def attested(monkeypatch) -> None:
-    """Attesting reaches the registry (tests/integration/test_evidence.py): here it attaches nothing."""
+    """Attesting reaches the registry (tests/integration/test_evidence.py): here it attaches nothing, every image
+    counts as attested, and the fake engine pushes by digest, as ``build`` does."""
     monkeypatch.setattr(builder, "attest_build", lambda plan, config, engine, built, trace: [])
+    monkeypatch.setattr(builder, "unattested", lambda store, config, repo, tag, digest: None)
+    monkeypatch.setattr(builder, "push_by_digest", push_by_digest)
 
 @pytest.fixture
 def registry(monkeypatch) -> FakeRegistry:
@@ -64,7 +67,8 @@ def with_registry(tmp_path) -> None:
     (tmp_path / "imagectl.toml").write_text(f'[registry]\nurl = "{REGISTRY}"\nnamespace = "ml"\n')
 
 
-def test_build_json_is_one_document_with_the_full_digest_and_phases(run_cli, engine, with_registry, tmp_path):
+def test_build_json_is_one_document_with_the_full_digest_and_phases(run_cli, engine, registry, with_registry,
+                                                                    tmp_path):
     r = run_cli("build", NAME, "--json", "--metadata-file", "out/meta.json")
     assert r.code == 0, r.err
     document = json.loads(r.out)  # the whole of stdout: no summary table
@@ -73,7 +77,8 @@ def test_build_json_is_one_document_with_the_full_digest_and_phases(run_cli, eng
     [made] = engine.builds
     [(_, pushed_tag, pushed_digest)] = engine.pushes
     assert (result["profile"], result["status"], result["repository"]) == (NAME, "built", REPO)
-    assert result["tag"] == pushed_tag and is_immutable(result["tag"])
+    assert pushed_tag == "" and is_immutable(result["tag"])  # pushed by digest, tagged once attested
+    assert registry.store(REPO).tag_map == {result["tag"]: pushed_digest, MOVING_TAG: pushed_digest}
     assert result["digest"] == pushed_digest and DIGEST.fullmatch(result["digest"]) and len(result["digest"]) == 71
     assert result["image_id"] == made.image and result["size"] == engine.images[made.image].size > 0
     assert set(result["phases"]) == {"resolve", "lock", "render", "lookup", "build", "check", "tag", "push"}

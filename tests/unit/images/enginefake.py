@@ -5,8 +5,10 @@ become the new image's labels, and every file of the context is recorded (:class
 in-image check prints the JSON report ``templates/check/main.py.j2`` prints, made from the image's labels, so
 the check passes; ``lies`` make the report contradict chosen labels.  ``push`` returns a digest derived from
 the repository and the image, records it, and hands the tag to ``registry`` (a :class:`FakeRegistry`, whose
-repositories are the in-memory :class:`tests.unit.tags.tagfakes.FakeStore`).  ``inspect`` of ``REPO@DIGEST``
-finds the image pushed there; ``pull`` brings in what ``remote`` holds for the reference.
+repositories are the in-memory :class:`tests.unit.tags.tagfakes.FakeStore`); ``push_by_digest`` does the same with
+no tag (what ``build`` does: :func:`push_by_digest` stands in for :func:`imagectl.images.publish.push_by_digest`).
+``inspect`` of ``REPO@DIGEST`` finds the image pushed there; ``pull`` brings in what ``remote`` holds for the
+reference.
 """
 
 from __future__ import annotations
@@ -72,9 +74,13 @@ class FakeRegistry:
         return self.stores.setdefault(repository, FakeStore(repository))
 
     def receive(self, repository: str, tag: str, digest: str, labels: Mapping[str, str]) -> None:
-        """What a push does to the registry: ``tag`` names manifest ``digest`` (with the image's labels)."""
+        """What a push does to the registry: ``tag`` names manifest ``digest`` (with the image's labels; ``tag`` "":
+        pushed by digest, no tag names it)."""
         store = self.store(repository)
-        store.add(tag, digest)
+        if tag:
+            store.add(tag, digest)
+        else:
+            store.manifests.add(digest)
         store.label_map[digest] = dict(labels)
 
     def open_tag_store(self, repo: Reference, config: Config, make_engine: Any) -> FakeStore:
@@ -219,15 +225,25 @@ class FakeEngine:
     def list_tags(self, repository: str) -> list[str]:
         return sorted(self.tags_of(repository))
 
-    def push(self, repository: str, tag: str, on_line: LineSink) -> str:
+    def push(self, repository: str, tag: str, on_line: LineSink) -> Pushed:
         ref = f"{repository}:{tag}"
         image_id = self.refs.get(ref)
         if image_id is None:
             raise BuildError(f"push of {ref} failed: An image does not exist locally with the tag", "push")
+        return self._push(repository, tag, image_id, on_line)
+
+    def push_by_digest(self, repository: str, image_id: str, on_line: LineSink) -> Pushed:
+        """Push local image ``image_id`` to ``repository`` with no tag (recorded in :attr:`pushes` with tag "")."""
+        if self._resolve(image_id) is None:
+            raise BuildError(f"push of {repository} failed: no local image {image_id}", "push")
+        return self._push(repository, "", image_id, on_line)
+
+    def _push(self, repository: str, tag: str, image_id: str, on_line: LineSink) -> Pushed:
+        ref = f"{repository}:{tag}" if tag else repository
         if self.push_failure:
             raise BuildError(f"push of {ref} failed: {self.push_failure}", "push", self.push_failure)
         digest = "sha256:" + hashlib.sha256(f"{repository}@{image_id}".encode()).hexdigest()
-        on_line(f"{tag}: digest: {digest}")
+        on_line(f"{tag or 'untagged'}: digest: {digest}")
         self.pushes.append((repository, tag, digest))
         info = self.images[image_id]
         repo_digests = tuple(sorted({*info.repo_digests, f"{repository}@{digest}"}))
@@ -261,3 +277,10 @@ class FakeEngine:
             return self.check_status, "Traceback (most recent call last):\nSystemError: the check crashed\n"
         report = check_report({**self.images[image_id].labels, **self.lies}, gpu="--gpu" in command)
         return 0, "some warning of the framework\n" + json.dumps(report, sort_keys=True) + "\n"
+
+
+def push_by_digest(engine: FakeEngine, image_id: str, repo: Reference, config: Config, on_line: LineSink,
+                   layout: Path | None = None) -> Pushed:
+    """A stand-in for :func:`imagectl.images.publish.push_by_digest`: the fake ``engine`` pushes ``image_id`` into its
+    registry by digest."""
+    return engine.push_by_digest(repo.familiar, image_id, on_line)

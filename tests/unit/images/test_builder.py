@@ -23,15 +23,16 @@ from pathlib import Path
 import pytest
 
 import imagectl.registry.access
-from enginefake import FakeEngine, FakeRegistry, check_report
+from enginefake import FakeEngine, FakeRegistry, check_report, push_by_digest
 from imagectl.config import Config
-from imagectl.errors import BuildError, OperationError
+from imagectl.errors import BuildError, ConfigError, OperationError
 from imagectl.images import builder, context_dirs, tester
 from imagectl.images.base_digest import resolve_base_digest
 from imagectl.images.build_key import build_key
 from imagectl.image_spec import ImageSpec
 from imagectl.images.builder import base_resolver, build_many, build_one, plan_many
 from imagectl.images.plan import BuildOptions, BuildRequest, plan_build
+from imagectl.images.publish import Unattested
 from imagectl.images.trace import Trace
 from imagectl.lock.make import lock_for_build
 from imagectl.imagecheck.run import CHECK_COMMAND
@@ -118,6 +119,21 @@ def attested(monkeypatch) -> list:
 
 
 @pytest.fixture(autouse=True)
+def bare(monkeypatch) -> set[str]:
+    """The registry push is the fake engine's (by digest, as ``build`` pushes); reading an image's attestations
+    reaches the registry, so here the digests a test puts in the returned set lack them, and the others carry them
+    (every image the fake ``attest_build`` saw carries them)."""
+    missing: set[str] = set()
+
+    def unattested(store, config, repo, tag, digest):
+        return Unattested(tag, digest, ("sbom, provenance, check report",)) if digest in missing else None
+
+    monkeypatch.setattr(builder, "push_by_digest", push_by_digest)
+    monkeypatch.setattr(builder, "unattested", unattested)
+    return missing
+
+
+@pytest.fixture(autouse=True)
 def bases(monkeypatch) -> BaseDigests:
     found = BaseDigests()
     monkeypatch.setattr(builder, "resolve_base_digest", found)
@@ -165,10 +181,15 @@ def plan_one(profile, config, engine, **options):
     return plan_many([BuildRequest(profile, BuildOptions(**options))], config, engine)[0]
 
 
-def test_fresh_build_tags_pushes_and_moves_latest(profile, engine, registry, bases):
+def test_fresh_build_tags_pushes_and_moves_latest(profile, engine, registry, bases, attested):
     store = registry.store(REPO)
     seen = []
-    store.hooks["point"] = lambda tag, target: seen.append((tag, target, list(engine.pushes), engine.list_tags(REPO)))
+
+    def pointed(tag, target):
+        seen.append((tag, target, list(engine.pushes), list(attested), engine.list_tags(REPO)))
+        if tag != MOVING_TAG:
+            store.hooks["point"] = pointed  # a hook is called once; see the moving tag's too
+    store.hooks["point"] = pointed
     logs = Logs()
     result = build(profile, with_registry(), engine, logs)
 
@@ -179,12 +200,14 @@ def test_fresh_build_tags_pushes_and_moves_latest(profile, engine, registry, bas
     [(pushed_repo, pushed_tag, digest)] = engine.pushes
     assert (result.profile, result.status, result.tag, result.digest) == (NAME, "built", tag, digest)
     assert is_immutable(result.tag) and immutable_parts(result.tag)["key"] == key[:10]
-    assert (pushed_repo, pushed_tag) == (REPO, tag)
+    assert (pushed_repo, pushed_tag) == (REPO, "")  # by digest: no tag names the image before it is attested
     assert bases.asked == [BASE] and registry.opened == [REPO]
     assert f"FROM {BASE}@{BASE_DIGEST}" in made.dockerfile
     assert engine.runs[0].image == made.image and engine.runs[0].command == CHECK_COMMAND
     assert store.tag_map == {tag: digest, MOVING_TAG: digest}
-    assert seen == [(MOVING_TAG, digest, [(REPO, tag, digest)], [tag])]  # latest moved after the push, local after
+    # the immutable tag after the push and the attestations, latest after it, the local tags after the registry's
+    assert seen == [(tag, digest, [(REPO, "", digest)], [digest], []),
+                    (MOVING_TAG, digest, [(REPO, "", digest)], [digest], [tag])]
     [logged] = store.log
     assert (logged.tag, logged.to, logged.previous, logged.action) == (MOVING_TAG, digest, None, "build")
     assert logged.to_tag == tag
@@ -256,6 +279,62 @@ def test_reuse_sets_latest_when_the_repository_has_none(profile, engine, registr
     last = store.log[-1]
     assert (last.tag, last.to, last.previous, last.action) == (MOVING_TAG, first.digest, None, "build")
     assert last.to_tag == first.tag
+
+
+def test_a_failed_attach_leaves_the_image_untagged_and_the_next_build_tags_it(profile, engine, registry,
+                                                                                attested, monkeypatch):
+    first = build(profile, with_registry(), engine)
+    store = registry.store(REPO)
+    before, moves = dict(store.tag_map), list(store.log)
+
+    def refused(plan, config, engine, built, trace):
+        raise BuildError(f"cannot attest {built.digest}: registry refused the artifact (500)", "attest")
+
+    monkeypatch.setattr(builder, "attest_build", refused)
+    options = {"build_args": {"PIP_PROXY": "http://p:3128"}}  # other inputs: another key, a new image
+    with pytest.raises(BuildError, match="cannot attest") as failed:
+        build(profile, with_registry(**options), engine)
+    [_, (_, tag, digest)] = engine.pushes
+    assert failed.value.step == "attest" and tag == "" and digest in store.manifests  # pushed by digest alone
+    assert store.tag_map == before and store.log == moves  # no tag names it, latest stays
+    assert engine.tags_of(REPO) == {first.tag: engine.builds[0].image, MOVING_TAG: engine.builds[0].image}
+
+    monkeypatch.setattr(builder, "attest_build", lambda plan, config, engine, built, trace: attested.append(
+        built.digest) or [])
+    again = build(profile, with_registry(**options), engine)  # nothing tagged it: built, attested, then tagged
+    assert again.status == "built" and attested[-1] == again.digest == store.tag_map[MOVING_TAG]
+    assert store.tag_map[again.tag] == again.digest
+
+
+def test_an_image_found_without_its_attestations_is_rebuilt_and_latest_never_moves_onto_it(profile, engine,
+                                                                                            registry, bare, attested):
+    engine.rebuild_same = True  # a rebuild from the cache: the very same image
+    first = build(profile, with_registry(), engine)
+    store = registry.store(REPO)
+    del store.tag_map[MOVING_TAG]  # as a build of an older imagectl left it: tagged, attaching failed, no latest
+    bare.add(first.digest)
+    seen = []
+    store.hooks["point"] = lambda tag, target: seen.append((tag, target, list(attested)))
+    logs = Logs()
+
+    again = build(profile, with_registry(), engine, logs)
+    assert again.status == "built" and len(engine.builds) == 2 and len(engine.runs) == 2  # built and checked again
+    assert again.digest == first.digest and attested == [first.digest, first.digest]
+    assert seen[0] == (again.tag, first.digest, [first.digest, first.digest])  # tagged once attested again
+    assert store.tag_map[MOVING_TAG] == first.digest and store.log[-1].to_tag == again.tag
+    assert again.notes[0] == (f"rebuilt: {first.tag} ({short_digest(first.digest)}) lacked its attestations (sbom, "
+                              "provenance, check report); the rebuild is the same image: its attestations are now "
+                              "attached to it")
+    assert (f"not reusing {REPO}:{first.tag} ({short_digest(first.digest)}): it has the build key but lacks its "
+            "attestations (sbom, provenance, check report missing); rebuilding it, and latest moves only onto an "
+            "attested image") in logs.lines[NAME]
+
+
+def test_an_attested_image_is_reused_as_before(profile, engine, registry, bare):
+    first = build(profile, with_registry(), engine)
+    bare.add("sha256:" + "0" * 64)  # another image lacks them: not this one
+    again = build(profile, with_registry(), engine)
+    assert (again.status, again.digest, len(engine.builds)) == ("reused", first.digest, 1)
 
 
 def test_force_builds_again_and_moves_latest(profile, engine, registry):
@@ -367,6 +446,16 @@ def test_build_many_turns_other_errors_into_failed_results(matrix, engine, regis
     monkeypatch.setattr(builder, "resolve_base_digest", refuse)
     results = many([resolve_profile(NAME, matrix)], with_registry(), engine)
     assert [(r.status, r.error) for r in results] == [("failed", "the mirror is down")] and engine.builds == []
+
+
+@pytest.mark.parametrize("key", [b"junk", b""])
+def test_build_many_refuses_a_key_that_cannot_sign_before_anything_is_planned(matrix, engine, registry, bases,
+                                                                               tmp_path, key):
+    path = tmp_path / "attest.pem"
+    path.write_bytes(key)
+    with pytest.raises(ConfigError, match=rf"\[attest\] key {path}: not a readable unencrypted PEM private key"):
+        many([resolve_profile(NAME, matrix)], with_registry(attest_key=path), engine)
+    assert bases.asked == [] and engine.builds == [] and engine.pushes == [] and registry.opened == []
 
 
 def test_a_changed_build_arg_changes_the_build_key(profile, engine, registry):
