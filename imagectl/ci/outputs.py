@@ -17,6 +17,11 @@
   hidden jobs ``.imagectl-build``, ``.imagectl-index`` and ``.imagectl-promote`` of an included file; with no
   profile, one job that says so (a child pipeline needs a job).  A comment line
   names each unverified profile and why;
+- ``tekton``: Tekton ``tekton.dev/v1`` Tasks and a Pipeline whose build, index and promote tasks fan out with a
+  ``matrix`` (at most 256 combinations per PipelineTask, Tekton's default, the rest in ``build-2``, ...); the build
+  and index tasks emit ``IMAGE_URL`` and ``IMAGE_DIGEST`` for Tekton Chains (:mod:`imagectl.ci.tekton`);
+- ``argo``: an Argo Workflows ``argoproj.io/v1alpha1`` Workflow whose steps fan out with ``withParam`` over the
+  build rows, then the profiles (:mod:`imagectl.ci.argo`);
 - ``markdown``: a compatibility table, one row per framework release x CUDA build, with a Verified column.
 
 The job limits are :data:`MAX_JOBS`, overridable (``--max-jobs``) for an installation with other limits.
@@ -33,10 +38,12 @@ from packaging.version import Version
 from ..matrix.facts import list_row
 from ..errors import InputError
 from ..matrix.model import Profile
+from .argo import argo_workflow
 from .rows import chunked, github_include, packed
+from .tekton import TEKTON_MAX_COMBINATIONS, tekton_pipeline
 from .yaml_text import yaml_comment, yaml_string
 
-OutputFormat = Literal["json", "github", "gitlab", "markdown"]
+OutputFormat = Literal["json", "github", "gitlab", "tekton", "argo", "markdown"]
 FORMATS: tuple[OutputFormat, ...] = get_args(OutputFormat)
 GITHUB_KEYS = ("profile", "framework", "cuda", "python", "verified", "unverified", "platform", "platforms")
 GITHUB_INDEX_KEYS = ("profile", "platforms")
@@ -53,9 +60,12 @@ GITLAB_PLATFORMS = "PLATFORMS"  # the index jobs' platforms, comma-separated
 # https://docs.github.com/en/actions/writing-workflows/choosing-what-your-workflow-does/running-variations-of-jobs-in-a-workflow
 # GitLab CI, parallel:matrix, "The number of permutations cannot exceed 200":
 # https://docs.gitlab.com/ci/yaml/#parallelmatrix
+# Tekton, matrix: "The default maximum count of TaskRuns or Runs from a given Matrix is 256" (per PipelineTask;
+# an installation sets default-max-matrix-combinations-count): https://tekton.dev/docs/pipelines/matrix/
 GITHUB_MAX_JOBS = 256
 GITLAB_MAX_JOBS = 200
-MAX_JOBS: dict[OutputFormat, int] = {"github": GITHUB_MAX_JOBS, "gitlab": GITLAB_MAX_JOBS}
+MAX_JOBS: dict[OutputFormat, int] = {"github": GITHUB_MAX_JOBS, "gitlab": GITLAB_MAX_JOBS,
+                                     "tekton": TEKTON_MAX_COMBINATIONS}
 
 def json_rows(profiles: Sequence[Profile]) -> str:
     """The ``list --json`` rows of ``profiles`` as indented JSON."""
@@ -189,21 +199,26 @@ def _markdown_text(text: str) -> str:
 
 def render(profiles: Sequence[Profile], fmt: OutputFormat, gitlab_include: str | None = ".gitlab-ci.yml",
            max_jobs: int | None = None) -> str:
-    """The profile list in format ``fmt`` (one of FORMATS), ending in a newline; ``max_jobs`` (github and
-    gitlab only) defaults to the CI system's own limit, :data:`MAX_JOBS`.
+    """The profile list in format ``fmt`` (one of FORMATS), ending in a newline; ``max_jobs`` (github, gitlab and
+    tekton only) defaults to the CI system's own limit, :data:`MAX_JOBS`.
 
     Raises:
         InputError: an unknown format; ``max_jobs`` below 1 or given for a format that has no jobs; more
-            profiles than a GitHub matrix of matrices holds.
+            profiles than a GitHub matrix of matrices holds; a profile name, platform or unverified reason that a
+            Tekton or Argo document would not keep as written (tekton, argo).
     """
     if max_jobs is not None and fmt not in MAX_JOBS:
-        raise InputError(f"--max-jobs applies to --format {' and '.join(MAX_JOBS)}, not {fmt}")
+        raise InputError(f"--max-jobs applies to --format {', '.join(MAX_JOBS)}, not {fmt}")
     if fmt == "json":
         return json_rows(profiles) + "\n"
     if fmt == "github":
         return github_matrix(profiles, GITHUB_MAX_JOBS if max_jobs is None else max_jobs) + "\n"
     if fmt == "gitlab":
         return gitlab_pipeline(profiles, gitlab_include, GITLAB_MAX_JOBS if max_jobs is None else max_jobs)
+    if fmt == "tekton":
+        return tekton_pipeline(profiles, TEKTON_MAX_COMBINATIONS if max_jobs is None else max_jobs)
+    if fmt == "argo":
+        return argo_workflow(profiles)
     if fmt == "markdown":
         return markdown_table(profiles)
     raise InputError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")

@@ -30,14 +30,16 @@ def _check_index(index: str | None) -> str | None:
 @click.group("matrix", invoke_without_command=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True,
               help="json: list rows; github: a matrix of chunks, each a strategy.matrix include list (one line); "
-                   "gitlab: a child pipeline with parallel:matrix jobs; markdown: a compatibility table.")
+                   "gitlab: a child pipeline with parallel:matrix jobs; tekton: Tasks and a Pipeline with a matrix "
+                   "(buildah, results for Tekton Chains); argo: a Workflow fanned out with withParam; "
+                   "markdown: a compatibility table.")
 @click.option("--changed-since", "changed_since", metavar="GIT_REF",
               help="Only profiles whose matrix data (or any template) changed since this git ref.")
 @framework_option
 @click.option("--gitlab-include", metavar="FILE", default=".gitlab-ci.yml", show_default=True,
               help="gitlab: the repository file that defines the .imagectl-build and .imagectl-promote jobs.")
 @click.option("--max-jobs", "max_jobs", type=click.IntRange(min=1), metavar="N",
-              help=f"github, gitlab: at most N jobs per matrix (default: the documented limits, "
+              help=f"{', '.join(MAX_JOBS)}: at most N jobs per matrix (default: the documented limits, "
                    f"{', '.join(f'{k} {v}' for k, v in MAX_JOBS.items())}).")
 @click.pass_context
 def cmd_matrix(  # noqa: PLR0913 - click passes one parameter per option

@@ -1,6 +1,7 @@
 """No generated matrix exceeds its CI system's job limit, at any profile count and any ``--max-jobs``: the
-GitHub chunks and the matrix over them, and every GitLab ``parallel:matrix`` job, counted from the output
-(parsed, not from the generator's own arithmetic); the profiles come through in order, each once.  Profiles
+GitHub chunks and the matrix over them, every GitLab ``parallel:matrix`` job and every Tekton PipelineTask's
+``matrix``, counted from the output (parsed, not from the generator's own arithmetic); the profiles come through
+in order, each once.  Profiles
 are the first N of a team matrix of 1,100 read by the real loader."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from imagectl.ci.outputs import GITHUB_MAX_JOBS, GITLAB_MAX_JOBS, MAX_JOBS, github_matrix, gitlab_pipeline
+from imagectl.ci.tekton import TEKTON_MAX_COMBINATIONS, tekton_pipeline
 from imagectl.errors import InputError
 from imagectl.matrix.load import load_matrix
 from imagectl.matrix.names import list_profiles
@@ -31,7 +33,8 @@ def profiles(tmp_path_factory):
 
 
 def test_the_documented_limits():
-    assert MAX_JOBS == {"github": GITHUB_MAX_JOBS, "gitlab": GITLAB_MAX_JOBS} == {"github": 256, "gitlab": 200}
+    assert MAX_JOBS == {"github": GITHUB_MAX_JOBS, "gitlab": GITLAB_MAX_JOBS, "tekton": TEKTON_MAX_COMBINATIONS} == {
+        "github": 256, "gitlab": 200, "tekton": 256}
 
 
 @pytest.mark.parametrize("limit", LIMITS)
@@ -65,3 +68,21 @@ def test_gitlab_jobs_stay_within_the_limit(profiles, limit):
             assert names == [p.name for p in chosen], (count, limit, prefix)
         if count == 0:
             assert list(jobs) == ["imagectl-nothing-to-build"]
+
+
+# Tekton's output repeats each PipelineTask's params: a limit of 1 or 2 over 1,100 profiles is 30 MB of YAML to read
+@pytest.mark.parametrize("limit", (None, 7, 100, 255, 256))
+def test_tekton_matrices_stay_within_the_limit(profiles, limit):
+    most = TEKTON_MAX_COMBINATIONS if limit is None else limit
+    for count in COUNTS:
+        chosen = profiles[:count]
+        text = tekton_pipeline(chosen, **({} if limit is None else {"max_jobs": limit}))
+        tasks = list(yaml.load_all(text, LOADER))[-1]["spec"]["tasks"]
+        if count == 0:
+            assert [t["name"] for t in tasks] == ["nothing-to-build"]
+            continue
+        assert all(1 <= len(t["matrix"]["include"]) <= most for t in tasks), (count, limit)
+        for kind in ("build", "index", "promote"):
+            names = [p["value"] for t in tasks if t["name"].split("-")[0] == kind for e in t["matrix"]["include"]
+                     for p in e["params"] if p["name"] == "profile"]
+            assert names == [p.name for p in chosen], (count, limit, kind)

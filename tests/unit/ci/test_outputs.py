@@ -203,15 +203,15 @@ def test_gitlab_max_jobs_splits_sooner(matrix):
     assert check_gitlab_pipeline(text, max_jobs=5) == [p.name for p in profiles]
 
 
-@pytest.mark.parametrize("fmt", ["github", "gitlab"])
+@pytest.mark.parametrize("fmt", ["github", "gitlab", "tekton"])
 def test_max_jobs_below_one_is_refused(matrix, fmt):
     with pytest.raises(InputError, match="--max-jobs 0: must be a positive integer"):
         render(list_profiles(matrix), fmt, max_jobs=0)
 
 
-@pytest.mark.parametrize("fmt", ["json", "markdown"])
+@pytest.mark.parametrize("fmt", ["json", "markdown", "argo"])
 def test_max_jobs_is_refused_where_there_are_no_jobs(matrix, fmt):
-    with pytest.raises(InputError, match=f"--max-jobs applies to --format github and gitlab, not {fmt}"):
+    with pytest.raises(InputError, match=f"--max-jobs applies to --format github, gitlab, tekton, not {fmt}"):
         render(list_profiles(matrix), fmt, max_jobs=10)
 
 
@@ -301,7 +301,7 @@ def test_cli_max_jobs_above_the_documented_limit_warns(run_cli, use_matrix, test
     (("--max-jobs",), "imagectl: Option '--max-jobs' requires an argument."),
     (("--max-jobs", "3"), "imagectl: 12 profiles need 4 chunks of at most 3 build jobs (12 jobs, one per platform), "
                           "and one matrix runs at most 3 of them"),
-    (("--format", "markdown", "--max-jobs", "3"), "imagectl: --max-jobs applies to --format github and gitlab"),
+    (("--format", "markdown", "--max-jobs", "3"), "imagectl: --max-jobs applies to --format github, gitlab, tekton"),
 ])
 def test_cli_bad_max_jobs_is_one_line_exit_2(run_cli, use_matrix, test_matrix_dir, args, message):
     use_matrix(test_matrix_dir)
