@@ -57,6 +57,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "verify": ("verify", PROFILE),
     "advisories": ("advisories", "list"),
     "index": ("index", PROFILE, "--platforms", "linux/amd64"),
+    "diff": ("diff", PROFILE, f"{PROFILE}:stable"),
 }
 
 
@@ -411,6 +412,17 @@ CASES: dict[str, Case] = {
     "verify-registry-down": Case(("verify", PROFILE), REGISTRY, code=1),
     "verify-bad-public-key": Case(("verify", PROFILE), World({"imagectl.toml": '[attest]\npublic_key = "nokey.pem"\n'},
                                                            env={"IMAGECTL_REGISTRY_URL": CLOSED}), code=2),
+    # diff
+    "diff-unknown-name": Case(("diff", PROFILE, "nope-9.9-cu999"), REGISTRY, code=2),
+    "diff-bad-reference": Case(("diff", "UPPER/Case:x", PROFILE), REGISTRY, code=2),
+    "diff-bad-tag": Case(("diff", PROFILE, f"{PROFILE}:not a tag!"), REGISTRY, code=2),
+    "diff-reserved-tag": Case(("diff", PROFILE, f"{PROFILE}:imagectl-history"), REGISTRY, code=2),
+    "diff-digest-63": Case(("diff", PROFILE, f"{CLOSED}/a/b@{DIGEST_63}"), REGISTRY, code=2),
+    "diff-short-prefix": Case(("diff", PROFILE, f"{PROFILE}@sha256:abc"), REGISTRY, code=2),
+    "diff-missing-b": Case(("diff", PROFILE), REGISTRY, code=2),
+    "diff-no-registry": Case(("diff", PROFILE, f"{PROFILE}:stable"), code=2),
+    "diff-registry-down": Case(("diff", PROFILE, f"{PROFILE}:stable"), REGISTRY, code=1),
+    "diff-json-registry-down": Case(("diff", PROFILE, f"{PROFILE}:stable", "--json"), REGISTRY, code=1),
     # import
     "import-bad-reference": Case(("import", "UPPER/Case", "--name", PROFILE), REGISTRY, code=2),
     "import-digest-63": Case(("import", f"{CLOSED}/a/b@{DIGEST_63}", "--name", PROFILE, "--no-check"), REGISTRY,
