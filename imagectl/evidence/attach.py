@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..assemble.layer import LAYER_WRITER
+from ..assemble.layer import layer_compression, writer_name
 from ..config import Config
 from ..engine import Engine, LineSink
 from ..errors import BuildError, ImagectlError
@@ -218,9 +218,12 @@ def _wrap(predicate_type: str, payload: bytes, signing: dsse.SigningKey | None) 
 
 def layer_writer(plan: PlannedBuild, config: Config) -> str:
     """The byte format of the layers imagectl wrote itself for ``plan`` (an assembled build:
-    :func:`imagectl.render.context.assembled` decides for the build and for this alike), else "" (the engine wrote
+    :func:`imagectl.render.context.assembled` decides for the build and for this alike; with ``[registry] compression
+    = "zstd"`` it names the zstd encoder too: :func:`imagectl.assemble.layer.writer_name`), else "" (the engine wrote
     them all)."""
-    return LAYER_WRITER if assembled(plan.spec, config, NETRC_FILE if plan.netrc else "") else ""
+    if not assembled(plan.spec, config, NETRC_FILE if plan.netrc else ""):
+        return ""
+    return writer_name(layer_compression(config.registry_compression))
 
 
 def _statements(plan: PlannedBuild, engine: Engine, built: BuiltImage, image_platform: str,  # noqa: PLR0913

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pytest
 
 from imagectl import __version__
-from imagectl.assemble.layer import LAYER_WRITER
+from imagectl.assemble.layer import LAYER_WRITER, writer_name
 from imagectl.config import Config
 
 from imagectl.errors import OperationError
@@ -223,6 +223,14 @@ def test_the_layer_writer_is_recorded_for_the_builds_that_assemble_and_only_thos
     assert layer_writer(plan, Config(build_engine="docker")) == ""
     assert layer_writer(plan, Config(build_engine="buildah", build_install="pip")) == ""
     assert layer_writer(replace(plan, netrc=b"machine pypi.example.com login u password p\n"), buildah) == ""
+
+
+def test_the_layer_writer_of_a_zstd_build_names_the_zstd_encoder(matrix, monkeypatch):
+    monkeypatch.setattr("imagectl.engine.features.host.machine", lambda: "x86_64")
+    plan = _Plan(ImageSpec(resolve_profile("torch-2.3-cu121", matrix)))
+    zstd = Config(build_engine="buildah", registry_compression="zstd")
+    assert layer_writer(plan, zstd) == writer_name("zstd") == f"{LAYER_WRITER}+zstd-1.5.7-l3"
+    assert layer_writer(plan, Config(build_engine="docker", registry_compression="zstd")) == ""
 
 
 def test_templates_digest_covers_names_and_contents():
