@@ -1,11 +1,13 @@
 """A forwarding proxy in front of a real registry that holds requests back or rewrites answers on purpose.
 
-:class:`TamperingProxy` passes every request to ``upstream`` and its answer back, with two faults a test can
+:class:`TamperingProxy` passes every request to ``upstream`` and its answer back, with three faults a test can
 arm: :meth:`~TamperingProxy.hold` keeps the next request of a method and path waiting (its
 :class:`Hold` says when one arrived; the test releases it), so a test can let another writer finish in
 between, as a slow network would; :meth:`~TamperingProxy.rewrite` changes a header of every answer to
-requests under a path (a proxy that lies about ``Docker-Content-Digest``).  Everything is bounded: a held
-request goes on by itself after ``MAX_HOLD_S``.
+requests under a path (a proxy that lies about ``Docker-Content-Digest``); :meth:`~TamperingProxy.fail` answers every
+request of a method under a path with an error status itself, without asking the registry (a registry front that
+answers 500), until :meth:`~TamperingProxy.heal`.  Everything is bounded: a held request goes on by itself after
+``MAX_HOLD_S``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class TamperingProxy:
         self._lock = threading.Lock()
         self._holds: list[Hold] = []
         self._rewrites: list[tuple[str, str, Callable[[str], str]]] = []
+        self._failures: list[tuple[str, str, int]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.host = f"127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, args=(0.01,), daemon=True).start()
@@ -59,6 +62,22 @@ class TamperingProxy:
         """Answer every request under ``path_prefix`` with ``header`` changed by ``change`` (when present)."""
         with self._lock:
             self._rewrites.append((path_prefix, header.lower(), change))
+
+    def fail(self, method: str, path_prefix: str, status: int = 500) -> None:
+        """Answer every ``method`` request under ``path_prefix`` with ``status`` (the registry never sees it)."""
+        with self._lock:
+            self._failures.append((method, path_prefix, status))
+
+    def heal(self) -> None:
+        """Forget every :meth:`fail`."""
+        with self._lock:
+            self._failures.clear()
+
+    def failure_for(self, method: str, path: str) -> int | None:
+        """The status a :meth:`fail` gives this request, if any."""
+        with self._lock:
+            return next((status for m, prefix, status in self._failures if m == method and path.startswith(prefix)),
+                        None)
 
     def stop(self) -> None:
         """Release what is held and stop serving."""
@@ -98,6 +117,15 @@ def _handler(proxy: TamperingProxy) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
             proxy.arrived(self.command, path)
+            failure = proxy.failure_for(self.command, path)
+            if failure is not None:
+                body = b'{"errors":[{"code":"UNKNOWN","message":"injected by the test proxy"}]}'
+                self.send_response(failure)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
             answer = requests.request(self.command, proxy.upstream + self.path, headers=headers, data=body,
                                       allow_redirects=False, timeout=30)
