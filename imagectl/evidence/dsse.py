@@ -97,11 +97,25 @@ def public_half(signing: SigningKey) -> PublicKey:
     return PublicKey(signing.key.public_key(), signing.keyid)
 
 
-def sign(payload_type: str, payload: bytes, signing: SigningKey) -> dict[str, Any]:
-    """The DSSE envelope of ``payload`` with one Ed25519 signature over its PAE."""
+def sigstore_hint(keyid: str) -> str:
+    """The key id ``keyid`` (hex sha256 of the DER SubjectPublicKeyInfo) as Sigstore writes a key hint: the same
+    sha256, standard base64 (cosign's and sigstore-go's ``publicKey.hint`` and DSSE ``keyid`` of a key-signed
+    bundle; pure)."""
+    return base64.b64encode(bytes.fromhex(keyid)).decode()
+
+
+def sign(payload_type: str, payload: bytes, signing: SigningKey, *, keyid: str | None = None) -> dict[str, Any]:
+    """The DSSE envelope of ``payload`` with one Ed25519 signature over its PAE, its ``keyid`` ``keyid`` (default:
+    the key id of ``signing``)."""
     signature = signing.key.sign(pae(payload_type, payload))
     return {"payloadType": payload_type, "payload": base64.b64encode(payload).decode(),
-            "signatures": [{"keyid": signing.keyid, "sig": base64.b64encode(signature).decode()}]}
+            "signatures": [{"keyid": signing.keyid if keyid is None else keyid,
+                            "sig": base64.b64encode(signature).decode()}]}
+
+
+def names_key(keyid: object, public: PublicKey) -> bool:
+    """Whether a signature's (unauthenticated) ``keyid`` names ``public``: its hex key id or its Sigstore hint."""
+    return keyid in (public.keyid, sigstore_hint(public.keyid))
 
 
 def open_envelope(envelope: Mapping[str, Any]) -> tuple[str, bytes]:
@@ -125,7 +139,7 @@ def verify(envelope: Mapping[str, Any], public: PublicKey) -> tuple[str, bytes]:
     kind, body = open_envelope(envelope)
     signatures = envelope.get("signatures")
     for item in signatures if isinstance(signatures, list) else []:
-        if not isinstance(item, dict) or item.get("keyid") not in (None, "", public.keyid):
+        if not isinstance(item, dict) or not (item.get("keyid") in (None, "") or names_key(item.get("keyid"), public)):
             continue
         try:
             public.key.verify(base64.b64decode(str(item.get("sig") or ""), validate=True), pae(kind, body))

@@ -11,6 +11,7 @@ from ..errors import OperationError
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"  # the statement's media type, and the DSSE payloadType of one
+PREDICATE_ANNOTATION = "in-toto.io/predicate-type"  # the annotation that names an attestation artifact's predicate
 SLSA_PROVENANCE = "https://slsa.dev/provenance/v1"
 CYCLONEDX_BOM = "https://cyclonedx.org/bom"
 CHECK_REPORT = "https://imagectl.dev/attestation/check-report/v1"
