@@ -1,7 +1,9 @@
 """What ``build`` does after it pushed an image by its digest and before any tag names it (see "Custody" in
 :mod:`imagectl.images.publish`): make the image's SBOM, provenance and check report, each an in-toto statement about
 the image's manifest digest, sign them when ``[attest] key`` is set (DSSE, Ed25519; else they are attached
-``unsigned`` and say so), and attach them to the image as OCI 1.1 artifacts (:mod:`imagectl.registry.referrers`).
+``unsigned`` and say so), and attach them to the image as OCI 1.1 artifacts (:mod:`imagectl.registry.referrers`): a
+signed one as a Sigstore bundle, the layout cosign and the admission controllers read (:mod:`.bundle`), an unsigned
+one as the plain statement.
 
 The SBOM's Python set must be the lock plus the extras (:func:`.sbom.python_problems`), else the build fails at step
 ``attest`` and no tag names the image.  An image already carrying all three (pushed before, attested then) is not
@@ -46,16 +48,17 @@ from .sbom import (
     python_problems,
     python_set,
 )
+from .bundle import BUNDLE_MEDIA_TYPE, announced_predicate, bundle_annotations, make_bundle
 from .keys import signing_key
-from .statement import (CHECK_REPORT, CYCLONEDX_BOM, PAYLOAD_TYPE, PREDICATE_NAMES, SLSA_PROVENANCE, statement,
-                        to_bytes)
+from .statement import (CHECK_REPORT, CYCLONEDX_BOM, PAYLOAD_TYPE, PREDICATE_ANNOTATION, PREDICATE_NAMES,
+                        SLSA_PROVENANCE, statement, to_bytes)
 
 if TYPE_CHECKING:
     from ..registry.client import RegistryClient
     from ..registry.manifest import Descriptor
+    from ..registry.referrers import Artifact
 
-PREDICATE_ANNOTATION = "in-toto.io/predicate-type"
-SIGNATURE_ANNOTATION = "dev.imagectl.signature"  # "unsigned" or "ed25519:KEYID"
+SIGNATURE_ANNOTATION = "dev.imagectl.signature"  # "unsigned" (or, before bundles, "ed25519:KEYID")
 CREATED_ANNOTATION = "org.opencontainers.image.created"
 UNSIGNED = "unsigned"
 REQUIRED = (CYCLONEDX_BOM, SLSA_PROVENANCE, CHECK_REPORT)  # what an image is published with
@@ -156,7 +159,6 @@ def attest_build(plan: PlannedBuild, config: Config, engine: Engine, built: Buil
 def _attest(plan: PlannedBuild, config: Config, engine: Engine, built: BuiltImage, log: LineSink,  # noqa: PLR0913
             started: datetime) -> list[str]:
     from ..registry.access import client_for  # here: the registry package loads requests
-    from ..registry.referrers import Artifact, attach
 
     repo = plan.repository
     client = client_for(repo.domain, config.insecure_hosts, config.registry_timeout)
@@ -169,24 +171,31 @@ def _attest(plan: PlannedBuild, config: Config, engine: Engine, built: BuiltImag
     statements, notes = _statements(plan, engine, built, _image_platform(client, repo, manifest),
                                     (started, finished), layer_writer(plan, config))
     signing = signing_key(config)
-    subject = _descriptor(manifest)
-    for predicate_type, document in statements:
-        if predicate_type in present:  # attached by an earlier try that failed after it: not attached twice
-            continue
-        made = _wrap(predicate_type, to_bytes(document), signing)
-        attach(client, repo.path, subject, Artifact(PAYLOAD_TYPE, made.media_type, made.data, {
-            PREDICATE_ANNOTATION: predicate_type, SIGNATURE_ANNOTATION: made.signature,
-            CREATED_ANNOTATION: finished.isoformat().replace("+00:00", "Z")}))
-    how = f"signed (ed25519, key {signing.keyid[:16]})" if signing else UNSIGNED
+    # one attached by an earlier try that failed after it is not attached twice
+    missing = [(kind, document) for kind, document in statements if kind not in present]
+    attach_statements(client, repo.path, _descriptor(manifest), missing, signing, finished)
+    how = f"signed (ed25519, key {signing.keyid[:16]}; Sigstore bundles)" if signing else UNSIGNED
     log(f"attached SBOM, provenance and check report to {repo.familiar}@{built.digest[:19]}: {how}")
     return notes + ([] if signing else ["attestations attached unsigned (no [attest] key)"])
+
+
+def attach_statements(client: RegistryClient, repository: str, subject: Descriptor,  # noqa: PLR0913
+                      statements: Sequence[tuple[str, Mapping[str, Any]]], signing: dsse.SigningKey | None,
+                      created: datetime) -> None:
+    """Attach each (predicate type, statement) of ``statements`` to image ``subject``: signed by ``signing``, a
+    Sigstore bundle artifact (:mod:`.bundle`), else the plain statement.  Raises RegistryError when a write fails."""
+    from ..registry.referrers import attach
+
+    when = created.isoformat().replace("+00:00", "Z")
+    for predicate_type, document in statements:
+        attach(client, repository, subject, _artifact(_wrap(predicate_type, to_bytes(document), signing), when))
 
 
 def _present(client: RegistryClient, repository: str, digest: str) -> set[str]:
     """The predicate types of the attestations image ``digest`` of ``repository`` carries."""
     from ..registry.referrers import list_referrers
 
-    return {str(r.annotations.get(PREDICATE_ANNOTATION)) for r in list_referrers(client, repository, digest)}
+    return {announced_predicate(r.annotations) for r in list_referrers(client, repository, digest)}
 
 
 def missing_attestations(client: RegistryClient, repository: str, digest: str) -> list[str]:
@@ -209,11 +218,24 @@ def _image_platform(client: RegistryClient, repo: Reference, manifest: Any) -> s
 
 
 def _wrap(predicate_type: str, payload: bytes, signing: dsse.SigningKey | None) -> Attestation:
-    """The statement as attached: a DSSE envelope signed by ``signing``, else the statement itself."""
+    """The statement as attached: in a Sigstore bundle signed by ``signing``, else the statement itself."""
     if signing is None:
         return Attestation(predicate_type, PAYLOAD_TYPE, payload, UNSIGNED)
-    envelope = to_bytes(dsse.sign(PAYLOAD_TYPE, payload, signing))
-    return Attestation(predicate_type, dsse.ENVELOPE_TYPE, envelope, f"ed25519:{signing.keyid}")
+    bundle = to_bytes(make_bundle(payload, signing))
+    return Attestation(predicate_type, BUNDLE_MEDIA_TYPE, bundle, f"ed25519:{signing.keyid}")
+
+
+def _artifact(made: Attestation, created: str) -> Artifact:
+    """The artifact of ``made``: a bundle as cosign attaches one (artifactType the bundle's media type, cosign's
+    annotations), a plain statement as imagectl always did."""
+    from ..registry.referrers import Artifact
+
+    if made.media_type == BUNDLE_MEDIA_TYPE:
+        kind, annotations = BUNDLE_MEDIA_TYPE, bundle_annotations(made.predicate_type)
+    else:
+        kind = PAYLOAD_TYPE
+        annotations = {PREDICATE_ANNOTATION: made.predicate_type, SIGNATURE_ANNOTATION: made.signature}
+    return Artifact(kind, made.media_type, made.data, {**annotations, CREATED_ANNOTATION: created})
 
 
 def layer_writer(plan: PlannedBuild, config: Config) -> str:

@@ -5,9 +5,12 @@ For the image's manifest digest D, every referrer (:func:`imagectl.registry.refe
 - its ``subject`` must be D, its one layer must match its digest (the client checks every blob it reads), its
   statement must be an in-toto v1 statement whose subject is D and whose predicate type is the one its annotation
   announces;
+- its layout is one imagectl attached (:func:`.bundle.open_layer`): a Sigstore bundle (cosign's layout, what build
+  attaches now), a DSSE envelope artifact (what build attached before: images pushed then still carry it) or a plain
+  statement (unsigned); the report names each one's ``layout``;
 - with a public key (``[attest] public_key``, else the public half of ``[attest] key``) every attestation must be a
-  DSSE envelope with a valid Ed25519 signature by that key; without one, signatures are not checked and the report
-  says ``unsigned`` (or ``signed, not checked``): it never claims a signature it did not check;
+  DSSE envelope (in a bundle or not) with a valid Ed25519 signature by that key; without one, signatures are not
+  checked and the report says ``unsigned`` (or ``signed, not checked``): it never claims a signature it did not check;
 - there must be an SBOM, a provenance and a check report;
 - and they must agree with the image's labels: the SBOM's Python set is ``imagectl.lock.packages`` plus
   ``imagectl.extras`` (:func:`.sbom.python_problems`), the SBOM's and the provenance's lock sha256 are
@@ -30,7 +33,8 @@ from ..labels import BUILD_KEY, EXTRAS, LOCK_PACKAGES, LOCK_SHA256, OCI_BASE_DIG
 from ..matrix.model import Matrix
 from ..reference import Reference
 from . import dsse
-from .attach import PREDICATE_ANNOTATION, REQUIRED
+from .attach import REQUIRED
+from .bundle import STATEMENT_LAYOUT, announced_predicate, is_bundle_type, open_layer
 from .sbom import LOCK_PROPERTY, os_package_count, parse_sbom, python_problems, python_set, sbom_property
 from .statement import (
     CHECK_REPORT,
@@ -58,6 +62,7 @@ class Checked:
     digest: str
     signature: str  # unsigned, verified ed25519:KEYID, not checked, invalid
     ok: bool
+    layout: str = ""  # sigstore-bundle, dsse (imagectl's before bundles), statement; "" when unreadable
 
 
 @dataclass
@@ -113,76 +118,76 @@ def verify_image(client: RegistryClient, ref: Reference, public: dsse.PublicKey 
 def _read(client: RegistryClient, repository: str, referrer: Referrer, digest: str,  # noqa: PLR0913
           public: dsse.PublicKey | None, report: VerifyReport) -> tuple[str, dict[str, Any]] | None:
     """(predicate type, predicate) of one referrer when it holds, else None with its problems added."""
-    announced = referrer.annotations.get(PREDICATE_ANNOTATION, "")
+    announced = announced_predicate(referrer.annotations)
     name = f"{kind_name(announced)} {referrer.digest[:19]}"
     problems: list[str] = []
-    signature = "unsigned"
+    signature, layout = "unsigned", ""
     predicate: tuple[str, dict[str, Any]] | None = None
     try:
-        statement, signature = _statement(client, repository, referrer, digest, public, problems)
+        statement, signature, layout = _statement(client, repository, referrer, digest, public, problems)
         if statement is not None:
             predicate = _predicate(statement, announced, digest, problems)
     except (ImagectlError, ValueError) as exc:
         problems.append(str(exc))
     if announced or problems:
-        report.attestations.append(Checked(announced, referrer.digest, signature, not problems))
+        report.attestations.append(Checked(announced, referrer.digest, signature, not problems, layout))
     report.problems += [f"{name}: {p}" for p in problems]
     return None if problems else predicate
 
 
 def _statement(client: RegistryClient, repository: str, referrer: Referrer, digest: str,  # noqa: PLR0913
-               public: dsse.PublicKey | None, problems: list[str]) -> tuple[dict[str, Any] | None, str]:
-    """The statement an artifact carries and its signature state; problems are added to ``problems``."""
+               public: dsse.PublicKey | None, problems: list[str]) -> tuple[dict[str, Any] | None, str, str]:
+    """The statement an artifact carries, its signature state and its layout; problems are added to ``problems``."""
     from ..registry.referrers import subject_of
 
     artifact = client.get_manifest(repository, referrer.digest)
     subject = subject_of(artifact)
     if subject != digest:
         problems.append(f"its subject is {subject or 'missing'}, not the image {digest}")
-        return None, "unsigned"
+        return None, "unsigned", ""
     layers = artifact.layers()
     if len(layers) != 1:
         problems.append(f"has {len(layers)} layers, not one statement")
-        return None, "unsigned"
+        return None, "unsigned", ""
     try:
         data = client.read_blob(repository, layers[0].digest, MAX_PAYLOAD_BYTES)
     except RegistryError as exc:
         problems.append(f"its statement cannot be read: {exc}")
-        return None, "unsigned"
-    payload, signature = _unwrap(layers[0].media_type, data, public, problems)
+        return None, "unsigned", ""
+    payload, signature, layout = _unwrap(layers[0].media_type, data, public, problems)
     if payload is None:
-        return None, signature
-    return parse_statement(payload, "its statement"), signature
+        return None, signature, layout
+    return parse_statement(payload, "its statement"), signature, layout
 
 
 def _unwrap(media_type: str, data: bytes, public: dsse.PublicKey | None,
-            problems: list[str]) -> tuple[bytes | None, str]:
-    """The statement bytes of a layer (an envelope's verified payload) and the signature state."""
-    if media_type == PAYLOAD_TYPE:
+            problems: list[str]) -> tuple[bytes | None, str, str]:
+    """The statement bytes of a layer (an envelope's verified payload), the signature state and the layout."""
+    try:
+        layer = open_layer(media_type, data)
+    except dsse.SignatureError as exc:
+        problems.append(str(exc))
+        return None, "invalid" if _signed_layout(media_type) else "unsigned", ""
+    if layer.envelope is None:
         if public is not None:
             problems.append("unsigned, but a key is configured: every attestation must be signed by it")
-        return data, "unsigned"
-    if media_type != dsse.ENVELOPE_TYPE:
-        problems.append(f"its layer is {media_type[:80]}, neither a statement nor a DSSE envelope")
-        return None, "unsigned"
-    try:
-        envelope = json.loads(data)
-        if not isinstance(envelope, dict):
-            raise ValueError
-    except ValueError:
-        problems.append("its DSSE envelope is not a JSON object")
-        return None, "invalid"
+        return layer.statement, "unsigned", STATEMENT_LAYOUT
     try:
         if public is None:
-            return dsse.open_envelope(envelope)[1], "not checked"
-        kind, payload = dsse.verify(envelope, public)
+            return dsse.open_envelope(layer.envelope)[1], "not checked", layer.layout
+        kind, payload = dsse.verify(layer.envelope, public)
     except dsse.SignatureError as exc:
         problems.append(f"signature: {exc}")
-        return None, "invalid"
+        return None, "invalid", layer.layout
     if kind != PAYLOAD_TYPE:
         problems.append(f"its envelope carries {kind[:80]}, not an in-toto statement")
-        return None, "invalid"
-    return payload, f"verified ed25519:{public.keyid[:16]}"
+        return None, "invalid", layer.layout
+    return payload, f"verified ed25519:{public.keyid[:16]}", layer.layout
+
+
+def _signed_layout(media_type: str) -> bool:
+    """Whether a layer of ``media_type`` claims to be a signed layout (an envelope or a bundle)."""
+    return media_type == dsse.ENVELOPE_TYPE or is_bundle_type(media_type)
 
 
 def _predicate(statement: Mapping[str, Any], announced: str, digest: str,

@@ -26,7 +26,6 @@ there is reused (the moving tag moved onto it only where it does not exist yet, 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -194,13 +193,13 @@ def find_check_report(client: RegistryClient, repository: str, digest: str, plat
     none): one signed by ``key`` when there is one; else, with a ``key``, the first such report refused (unsigned,
     or no valid signature by ``key``); without a ``key``, the first one, unchecked.  Raises RegistryError when the
     registry cannot be read."""
-    from ..evidence.attach import PREDICATE_ANNOTATION
+    from ..evidence.bundle import announced_predicate
     from ..evidence.statement import CHECK_REPORT
     from ..registry.referrers import list_referrers
 
     found: list[CheckReport] = []
     for referrer in list_referrers(client, repository, digest):
-        if referrer.annotations.get(PREDICATE_ANNOTATION) != CHECK_REPORT:
+        if announced_predicate(referrer.annotations) != CHECK_REPORT:
             continue
         read = _predicate(client, repository, referrer.digest, digest, key)
         if read is None:
@@ -226,16 +225,16 @@ def _predicate(client: RegistryClient, repository: str, artifact: str, subject: 
                key: dsse.PublicKey | None) -> tuple[Mapping[str, Any], str, str] | None:
     """(the predicate, its signature state, why it does not count under ``key`` or "") of the statement artifact
     ``artifact`` carries when it is about ``subject``, else None (a malformed or unreadable artifact is no report)."""
-    from ..evidence.statement import PAYLOAD_TYPE, parse_statement, subject_digests
+    from ..evidence.bundle import open_layer
+    from ..evidence.statement import parse_statement, subject_digests
 
     try:
         layers = client.get_manifest(repository, artifact).layers()
         if len(layers) != 1:
             return None
-        data = client.read_blob(repository, layers[0].digest, CHECK_REPORT_LIMIT)
-        signature, refused = _signature(layers[0].media_type, data, key)
-        if layers[0].media_type != PAYLOAD_TYPE:
-            data = dsse.open_envelope(json.loads(data))[1]
+        layer = open_layer(layers[0].media_type, client.read_blob(repository, layers[0].digest, CHECK_REPORT_LIMIT))
+        signature, refused = _signature(layer.envelope, key)
+        data = layer.statement if layer.envelope is None else dsse.open_envelope(layer.envelope)[1]
         statement = parse_statement(data, "check report")
     except (ImagectlError, ValueError):
         return None
@@ -245,20 +244,14 @@ def _predicate(client: RegistryClient, repository: str, artifact: str, subject: 
     return predicate, signature, refused
 
 
-def _signature(media_type: str, data: bytes, key: dsse.PublicKey | None) -> tuple[str, str]:
-    """(the signature state, why the report does not count under ``key`` or "") of a check report's layer.  Raises
-    ValueError/SignatureError for an envelope that is no JSON object or no envelope."""
-    from ..evidence.statement import PAYLOAD_TYPE
-
-    if media_type == PAYLOAD_TYPE:
+def _signature(envelope: Mapping[str, Any] | None, key: dsse.PublicKey | None) -> tuple[str, str]:
+    """(the signature state, why the report does not count under ``key`` or "") of a check report's layer, its DSSE
+    envelope (in a Sigstore bundle or not) or None for a plain statement.  Raises SignatureError for an envelope that
+    is no envelope."""
+    if envelope is None:
         if key is None:
             return UNSIGNED, ""
         return UNSIGNED, f"its check report is unsigned, and only one signed by the [attest] key {_named(key)} counts"
-    if media_type != dsse.ENVELOPE_TYPE:
-        raise ValueError(f"a check report layer of {media_type}")
-    envelope = json.loads(data)
-    if not isinstance(envelope, dict):
-        raise ValueError("a DSSE envelope that is no JSON object")
     if key is None:
         dsse.open_envelope(envelope)
         return NOT_CHECKED, ""
@@ -266,7 +259,7 @@ def _signature(media_type: str, data: bytes, key: dsse.PublicKey | None) -> tupl
         dsse.verify(envelope, key)
     except dsse.SignatureError:
         signers = [str(s.get("keyid") or "?") for s in envelope.get("signatures") or () if isinstance(s, dict)]
-        if key.keyid in signers:
+        if any(dsse.names_key(signer, key) for signer in signers):
             return "invalid", f"its check report's signature by the [attest] key {_named(key)} does not verify"
         by = f"signed by another key (ed25519:{', '.join(s[:16] for s in signers)})" if signers else "not signed"
         return "invalid", f"its check report is {by}, not by the [attest] key {_named(key)}"

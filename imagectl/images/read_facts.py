@@ -17,7 +17,6 @@ check report and the SBOM that passed.  Both arguments are checked before the re
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from ..advisories.snapshot import Advisories, known_advisories
 from ..config import Config
 from ..errors import ConfigError, ImagectlError, InputError, ValidationError
 from ..evidence import dsse
+from ..evidence.bundle import open_layer
 from ..evidence.statement import CHECK_REPORT, CYCLONEDX_BOM, parse_statement
 from ..evidence.verify import MAX_PAYLOAD_BYTES, VerifyReport, public_key, verify_image
 from ..matrix.model import Matrix
@@ -129,8 +129,9 @@ def _predicate(client: RegistryClient, repository: str, artifact: str) -> Mappin
         return None
     data = client.read_blob(repository, layers[0].digest, MAX_PAYLOAD_BYTES)
     try:
-        if layers[0].media_type == dsse.ENVELOPE_TYPE:
-            data = dsse.open_envelope(json.loads(data))[1]
+        layer = open_layer(layers[0].media_type, data)
+        if layer.envelope is not None:
+            data = dsse.open_envelope(layer.envelope)[1]
         return parse_statement(data, "statement")["predicate"]
     except (ImagectlError, ValueError, AttributeError):
         return None
