@@ -56,15 +56,14 @@ class Stop:
     def set(self, error: BaseException | None = None) -> bool:
         """Stop the operation, for ``error`` (the first failure); runs the hooks registered now.  Whether this call
         set it (False: it was set already, and ``error`` is not kept)."""
-        with self._lock:
+        with self._lock:  # held while the hooks run: a hook never runs once its block has ended
             if self._event.is_set():
                 return False
             self.error = error
             self._event.set()
-            hooks = list(self._hooks.values())
-        for hook in hooks:
-            with contextlib.suppress(Exception):  # a hook that fails (a socket already closed) stops nothing else
-                hook()
+            for hook in self._hooks.values():
+                with contextlib.suppress(Exception):  # a hook that fails (a socket already closed) stops nothing else
+                    hook()
         return True
 
     def is_set(self) -> bool:
@@ -82,15 +81,15 @@ class Stop:
 
     @contextlib.contextmanager
     def hook(self, action: Callable[[], object]) -> Iterator[None]:
-        """Run ``action`` (it must not block) when the stop is set while the block runs, at once if it is set
-        already; for a worker blocked where it cannot check (a socket read, a child process)."""
+        """Run ``action`` (it must not block, nor use this stop) when the stop is set while the block runs, at once
+        if it is set already, never after the block; for a worker blocked where it cannot check (a socket read, a
+        child process)."""
         with self._lock:
             key, self._next = self._next, self._next + 1
             self._hooks[key] = action
-            now = self._event.is_set()
-        if now:
-            with contextlib.suppress(Exception):
-                action()
+            if self._event.is_set():
+                with contextlib.suppress(Exception):
+                    action()
         try:
             yield
         finally:

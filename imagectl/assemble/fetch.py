@@ -28,6 +28,11 @@ whole-request deadline: the request itself (connecting, retries, the answer's he
 keep coming: each MiB within ``settings.deadline_s`` of the previous one, and no socket read waiting longer than
 ``settings.timeout`` (the registry client's rule for blobs, :class:`imagectl.registry.client.BlobReader`).
 
+Stopping: a call's downloads share one :class:`~imagectl.stop.Stop` (the caller's, so a build's other failures and
+Ctrl-C reach them): the first failure sets it, and every download then stops before its next socket read, or at once
+when it is waiting for one (the stop shuts its connection down); its partial file is removed, and the call raises
+that first failure, or Stopped when the stop came from elsewhere.
+
 A CA bundle (``[build] ca_bundle``) is the only trust store of the HTTPS requests made here, whatever
 ``REQUESTS_CA_BUNDLE`` says: it is given to every HTTPS request by the session's adapter.  Every error is one line
 without credentials (URL userinfo and the index URL's password are masked).
@@ -35,10 +40,13 @@ without credentials (URL userinfo and the index URL's password are masked).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import socket
 import tempfile
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -60,6 +68,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 from requests.adapters import HTTPAdapter
 
+from .. import paths
 from ..errors import BuildError, ImagectlError, InputError
 from ..lock.lockfile import LockedPackage
 from ..progress.units import count_of, human_bytes
@@ -70,6 +79,7 @@ from ..pypi.wheels import cpython_tag
 from ..redact import redact, userinfo_secrets
 from ..registry.body import read_some
 from ..registry.deadline import PROGRESS_BYTES
+from ..stop import Stop, Stopped
 
 _PLATFORM = re.compile(r"(?P<arch>x86_64|i686|aarch64|armv7l|ppc64le|s390x|riscv64)-manylinux_2_(?P<minor>[0-9]+)")
 # the legacy names of glibc levels (PEP 600): manylinux2014 is glibc 2.17, manylinux2010 2.12, manylinux1 2.5
@@ -212,13 +222,9 @@ def _is_release(file: DistFile, package: LockedPackage) -> bool:
 # --- downloading --------------------------------------------------------------------------------
 
 
-class _Stopped(Exception):
-    """A download given up because another one of the same call failed (never leaves this module)."""
-
-
 @dataclass(frozen=True)
 class _Job:
-    """What one :func:`fetch_wheels` call shares with its threads (read-only but for the ``stop`` event)."""
+    """What one :func:`fetch_wheels` call shares with its threads (read-only but for the ``stop``)."""
 
     index_url: str
     tags: tuple[Tag, ...]
@@ -227,7 +233,7 @@ class _Job:
     ca_bundle: Path | None
     say: Callable[[str], None]
     secrets: tuple[str, ...]
-    stop: threading.Event = field(default_factory=threading.Event, compare=False)
+    stop: Stop = field(default_factory=Stop, compare=False)
 
 
 @dataclass(frozen=True)
@@ -250,13 +256,15 @@ def fetch_wheels(  # noqa: PLR0913 - what to fetch and where from, then the keyw
     on_line: Callable[[str], None] = lambda line: None,
     jobs: int = 4,
     settings: IndexSettings = DEFAULT_SETTINGS,
+    stop: Stop | None = None,
 ) -> dict[str, Path]:
     """Download the wheel of every locked package for CPython ``python`` on ``resolver_platform`` from the simple index
     ``index_url`` (credentials in it are used, never shown) into ``cache_dir``, up to ``jobs`` at a time; returns
     canonical name -> path of the verified file (``cache_dir/<sha256>/<file name>``), in the order of ``packages``.
 
     ``on_line`` gets one line per download as it starts (``downloading NAME (779.2 MB)``) and a last summary line,
-    never two at once.  See the module docstring for the cache, the deadlines and ``ca_bundle``.
+    never two at once.  See the module docstring for the cache, the deadlines and ``ca_bundle``.  ``stop``: the
+    operation's stop signal (set by the first failure here; when it is set elsewhere, the downloads stop).
 
     Raises:
         InputError: a bad Python version, platform, index URL, ``jobs`` below 1, a CA bundle that is not a file, or a
@@ -264,19 +272,21 @@ def fetch_wheels(  # noqa: PLR0913 - what to fetch and where from, then the keyw
         PackageIndexError: the index could not be read or a download failed (unreachable, an HTTP error, the deadline).
         BuildError: (step ``build``) no wheel of a package fits, a download does not match the lock's sha256, or the
             cache cannot be written.
+        Stopped: ``stop`` was set by another part of the operation.
     """
     started = time.monotonic()
     tags = tuple(supported_tags(python, resolver_platform))
     _check_options(ca_bundle, jobs)
-    job = _Job(index_url, tags, cache_dir, settings, ca_bundle, _one_at_a_time(on_line), userinfo_secrets(index_url))
+    job = _Job(index_url, tags, cache_dir, settings, ca_bundle, _one_at_a_time(on_line), userinfo_secrets(index_url),
+               stop or Stop())
     got = _fetch_all(job, _by_name(packages), jobs)
     on_line(_summary(got.values(), time.monotonic() - started))
     return {name: one.path for name, one in got.items()}
 
 
 def _check_options(ca_bundle: Path | None, jobs: int) -> None:
-    """Raises InputError for a CA bundle that is not a file or ``jobs`` below 1."""
-    if ca_bundle is not None and not ca_bundle.is_file():
+    """Raises InputError for a CA bundle that is not a file (or cannot be looked at) or ``jobs`` below 1."""
+    if ca_bundle is not None and not paths.is_file(ca_bundle, what="the CA bundle"):
         raise InputError(f"CA bundle {ca_bundle}: no such file")
     if jobs < 1:
         raise InputError(f"wheel downloads: jobs must be at least 1, not {jobs}")
@@ -305,25 +315,39 @@ def _by_name(packages: Iterable[LockedPackage]) -> dict[str, LockedPackage]:
 
 
 def _fetch_all(job: _Job, wanted: Mapping[str, LockedPackage], jobs: int) -> dict[str, _Got]:
-    """Fetch every package on ``jobs`` threads; the first failure (in ``wanted``'s order) stops the rest and is
-    raised; so is an interrupt, once the threads have stopped and removed their partial files."""
+    """Fetch every package on ``jobs`` threads; the first failure sets the stop, which ends the rest, and the first
+    failure in ``wanted``'s order is raised (Stopped when the stop came from elsewhere); so is an interrupt, once the
+    threads have stopped and removed their partial files."""
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="imagectl-wheels")
     futures: dict[str, Future[_Got]] = {name: pool.submit(_fetch_one, job, pkg) for name, pkg in wanted.items()}
     try:
         wait(futures.values(), return_when=FIRST_EXCEPTION)
+    except BaseException as exc:  # an interrupt of the calling thread: the downloads stop too
+        job.stop.set(exc)
+        raise
     finally:
-        job.stop.set()  # only threads still running see it: after a failure or an interrupt
         pool.shutdown(wait=True, cancel_futures=True)
     errors = [f.exception() for f in futures.values() if not f.cancelled() and f.exception() is not None]
-    real = [e for e in errors if not isinstance(e, _Stopped)]
+    real = [e for e in errors if not isinstance(e, Stopped)]
     if real:
         raise real[0]
+    job.stop.check()
     return {name: future.result() for name, future in futures.items()}
 
 
 def _fetch_one(job: _Job, package: LockedPackage) -> _Got:
     """List ``package``'s project, pick its wheel, and take it from the cache or download it; every error one
-    redacted line."""
+    redacted line.  A failure sets the call's stop."""
+    try:
+        return _fetch_listed(job, package)
+    except BaseException as exc:
+        if not isinstance(exc, Stopped):
+            job.stop.set(exc)
+        raise
+
+
+def _fetch_listed(job: _Job, package: LockedPackage) -> _Got:
+    job.stop.check()
     try:
         with _session(job.settings, job.ca_bundle) as session:
             files = project_files(job.index_url, package.name, session, job.settings)
@@ -381,7 +405,7 @@ def _cached_or_download(session: requests.Session, job: _Job, wanted: _Wanted) -
     for digest in wanted.sha256:
         path = job.cache_dir / digest / wanted.file.filename
         try:
-            if path.is_file() and _sha256_of(path) == digest:
+            if path.is_file() and _sha256_of(path, job.stop) == digest:
                 return _Got(path, cached=path.stat().st_size)
         except OSError as exc:
             raise _cache_error(path, exc) from None
@@ -394,10 +418,11 @@ def _cache_error(path: Path, exc: OSError) -> BuildError:
     return BuildError(f"wheel cache {exc.filename or path}: {exc.strerror or exc}", "build")
 
 
-def _sha256_of(path: Path) -> str:
+def _sha256_of(path: Path, stop: Stop) -> str:
     sha = hashlib.sha256()
     with path.open("rb") as source:
         while chunk := source.read(1024 * 1024):
+            stop.check()
             sha.update(chunk)
     return sha.hexdigest()
 
@@ -407,11 +432,20 @@ def _download(session: requests.Session, job: _Job, wanted: _Wanted) -> tuple[Pa
     BuildError."""
     file = wanted.file
     response = request(session, file.url, job.settings, {"Accept-Encoding": "identity"}, stream=True)
-    with closing(response):
+    with closing(response), job.stop.hook(functools.partial(_shut_down, response)):
         if not 200 <= response.status_code < 300:
             raise error_for_status(response)
         job.say(f"downloading {file.filename} ({_size_text(response)})")
         return _store(response, wanted, job)
+
+
+def _shut_down(response: requests.Response) -> None:
+    """End the connection of ``response`` at once: a socket read waiting in another thread returns (the stop).  Its
+    socket is reached through its file descriptor (urllib3 lets go of the connection's socket object when the
+    server will close it), duplicated: the shutdown ends the connection, closing the copy changes nothing."""
+    with contextlib.suppress(OSError, ValueError), socket.fromfd(response.raw.fileno(), socket.AF_INET,
+                                                                socket.SOCK_STREAM) as copy:
+        copy.shutdown(socket.SHUT_RDWR)
 
 
 def _size_text(response: requests.Response) -> str:
@@ -468,15 +502,21 @@ def _stream(response: requests.Response, url: str, out: IO[bytes], job: _Job) ->
 
 
 def _read_chunk(response: requests.Response, url: str, deadline: IndexDeadline, job: _Job) -> bytes:
-    """One socket read of the body (b"" at its end).  Raises PackageIndexError, or _Stopped once told to stop."""
-    if job.stop.is_set():
-        raise _Stopped()
+    """One socket read of the body (b"" at its end).  Raises PackageIndexError, or Stopped once told to stop (also
+    when the stop ended the read: its connection shut down)."""
+    job.stop.check()
     try:
-        return read_some(response.raw, _READ_BYTES, deadline, decode=False, stall_s=job.settings.timeout, late=_LATE)
+        chunk = read_some(response.raw, _READ_BYTES, deadline, decode=False, stall_s=job.settings.timeout, late=_LATE)
     except requests.Timeout:
+        job.stop.check()
         raise index_error(url, f"the download stalled: no data for {job.settings.timeout:g} s") from None
-    except requests.RequestException as exc:
+    except (requests.RequestException, ImagectlError) as exc:
+        job.stop.check()
+        if isinstance(exc, ImagectlError):
+            raise
         raise index_error(url, f"the download broke off: {type(exc).__name__}") from None
+    job.stop.check()
+    return chunk
 
 
 def _summary(got: Iterable[_Got], seconds: float) -> str:

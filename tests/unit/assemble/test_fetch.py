@@ -39,6 +39,7 @@ from imagectl.lock.lockfile import LockedPackage, package
 from imagectl.pypi.simple import DistFile
 from imagectl.pypi.transport import IndexSettings
 from imagectl.retry import RetryPolicy
+from imagectl.stop import Stop, Stopped
 
 PLATFORM = "x86_64-manylinux_2_28"
 PURE = "demo-1.0-py3-none-any.whl"
@@ -601,3 +602,72 @@ def test_a_download_whose_mib_takes_longer_than_the_deadline_fails_naming_it(ind
     assert str(caught.value) == (f"{index.url.removesuffix('/simple')}/files/{PURE}: no complete answer within 0.3 s "
                                  "(less than 1 MiB of the file came in that time); [pip] timeout sets how long to wait")
     assert _leftovers(tmp_path) == []
+
+
+def _fetch_in_thread(index: Index, packages: list[LockedPackage], cache: Path, stop: Stop,
+                     **options) -> tuple[threading.Thread, list[BaseException]]:
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            _fetch(index, packages, cache, stop=stop, **options)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, raised
+
+
+def _wait_for_downloads(index: Index, count: int) -> None:
+    for _ in range(600):
+        if len(index.downloads()) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {count} downloads started: {index.requests}")
+
+
+def test_a_stop_set_elsewhere_ends_the_downloads_in_flight_and_leaves_no_partial_file(index: Index,
+                                                                                      tmp_path: Path) -> None:
+    names = {f"p{n}": f"p{n}-1.0-py3-none-any.whl" for n in range(3)}
+    for name, filename in names.items():
+        index.add(name, [filename], padding=3_000_000)
+    index.pause_s = 0.5  # 64 kB pieces: some 25 s a file
+    stop = Stop()
+    thread, raised = _fetch_in_thread(index, [_locked(index, n, [f]) for n, f in names.items()], tmp_path / "c", stop)
+    _wait_for_downloads(index, 3)
+    stop.set(BuildError("the system image's build failed"))
+    thread.join(60)  # generous: each download stops before its next piece
+    assert not thread.is_alive()
+    assert len(raised) == 1 and isinstance(raised[0], Stopped), raised
+    assert "the system image's build failed" in str(raised[0])
+    assert _leftovers(tmp_path / "c") == []  # the partial files are gone
+
+
+def test_a_stop_ends_a_download_waiting_on_a_stalled_index_at_once(index: Index, tmp_path: Path) -> None:
+    index.add("demo", [PURE], padding=200_000)
+    index.pause_s = 600  # the first piece, then nothing for ten minutes
+    stop = Stop()
+    thread, raised = _fetch_in_thread(index, [_locked(index, "demo", [PURE])], tmp_path / "c", stop,
+                                      settings=IndexSettings(timeout=600.0, deadline_s=600.0))
+    _wait_for_downloads(index, 1)
+    time.sleep(0.5)  # the client is in its socket read now
+    stop.set()
+    thread.join(60)  # the stall allows 600 s: only the stop shutting the connection down ends it sooner
+    assert not thread.is_alive()
+    assert len(raised) == 1 and isinstance(raised[0], Stopped), raised
+    assert _leftovers(tmp_path / "c") == []
+
+
+def test_a_failing_download_stops_the_others_and_is_the_error_raised(index: Index, tmp_path: Path) -> None:
+    index.add("slow", ["slow-1.0-py3-none-any.whl"], padding=3_000_000)
+    index.add("gone", ["gone-1.0-py3-none-any.whl"])
+    index.missing.add("gone-1.0-py3-none-any.whl")
+    index.pause_s = 0.5
+    stop = Stop()
+    packages = [_locked(index, "slow", ["slow-1.0-py3-none-any.whl"]),
+                _locked(index, "gone", ["gone-1.0-py3-none-any.whl"])]
+    with pytest.raises(PackageIndexError, match="gone-1.0-py3-none-any.whl"):
+        _fetch(index, packages, tmp_path / "c", stop=stop, settings=IndexSettings(retry=RetryPolicy(attempts=1)))
+    assert stop.is_set() and isinstance(stop.error, PackageIndexError)  # the build's other workers see it too
+    assert _leftovers(tmp_path / "c") == []
