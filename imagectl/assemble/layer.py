@@ -40,6 +40,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Literal, Protocol
 
 from ..errors import BuildError
+from ..stop import Stop
 from .deflate import deflate
 from .wheel import Member, inflated_chunks, member_chunks
 from .zstd_stream import ZstdStream, zstd_format
@@ -167,10 +168,11 @@ class _ZstdFrame:
 class LayerWriter:
     """Writes one layer to ``dest`` (see the module docstring), compressed with ``compression``; a context manager:
     :meth:`close` finishes it and returns the :class:`LayerBlob`; an exception inside the block removes the partial
-    file."""
+    file.  ``stop``: the build's stop signal, checked before each piece of the blob is written (a member of a wheel
+    is copied in pieces), so a stopped build leaves a layer within a piece (raises Stopped)."""
 
-    def __init__(self, dest: Path, compression: Compression = "gzip") -> None:
-        self._dest = dest
+    def __init__(self, dest: Path, compression: Compression = "gzip", *, stop: Stop | None = None) -> None:
+        self._dest, self._stop = dest, stop
         self._out: BinaryIO = dest.open("wb")
         self._blob, self._tar = hashlib.sha256(), hashlib.sha256()
         self._size = 0
@@ -276,6 +278,8 @@ class LayerWriter:
             self._tar.update(out)
 
     def _emit(self, data: bytes) -> None:
+        if self._stop is not None:
+            self._stop.check()
         self._out.write(data)
         self._blob.update(data)
         self._size += len(data)

@@ -31,6 +31,7 @@ from imagectl.assemble.layer import (
 )
 from imagectl.assemble.wheel import Member, member_bytes, read_wheel
 from imagectl.errors import BuildError
+from imagectl.stop import Stop, Stopped
 
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 ROOT = "/opt/venv/lib/python3.11/site-packages"
@@ -390,3 +391,43 @@ def test_a_member_cut_short_is_refused(tmp_path, wheel):
         with LayerWriter(tmp_path / "l.tar.gz") as out:
             out.add_member("/x/core.py", wheel, short)
     assert not (tmp_path / "l.tar.gz").exists()
+
+
+# ---------------------------------------------------------------------------------------------- stopping
+
+
+class _StopAtCheck(Stop):
+    """A stop that is set at its ``at``-th check: a build stopped while the writer is inside a member."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at, self.checks = at, 0
+
+    def check(self) -> None:
+        self.checks += 1
+        if self.checks == self.at:
+            self.set(BuildError("the system image's build failed"))
+        super().check()
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zstd"])
+def test_a_stop_ends_the_writer_inside_a_member_and_leaves_no_layer_file(tmp_path, wheel, compression):
+    big = read_wheel(wheel).member("demo/big.bin")  # 5 MiB, copied in pieces
+    dest = tmp_path / "layer.tar"
+    stop = _StopAtCheck(at=3)
+    with pytest.raises(Stopped, match="stopped: the system image's build failed"):
+        with LayerWriter(dest, compression, stop=stop) as out:
+            out.add_bytes("/before.txt", b"written before")
+            out.add_member(f"{ROOT}/demo/big.bin", wheel, big)
+    assert stop.checks == 3 and not dest.exists()
+
+
+def test_a_writer_without_a_stop_set_writes_as_before(tmp_path, wheel, written):
+    blob = write_layer(wheel, tmp_path / "layer.tar.gz")[0]
+    with LayerWriter(tmp_path / "again.tar.gz", stop=Stop()) as out:
+        read = read_wheel(wheel)
+        for member in read.members:
+            out.add_member(f"{ROOT}/{member.name}", wheel, member, EXEC_MODE if member.executable else FILE_MODE)
+        out.add_bytes("/opt/imagectl/lock.txt", b"demo==1.0\n")
+        out.add_whiteout("/usr/lib/old/gone.py")
+    assert out.close().digest == blob.digest == written[0].digest
