@@ -17,6 +17,7 @@ from .table import format_table
 _DIGEST_FACTS = ("digest", "base_digest")
 _SHORT = {"build_key": 10, "lock_sha256": 12}  # hex digits shown of a long fact (the immutable tag's 10 of the key)
 _HEADER_FACTS = ("digest", "created")  # said in the A/B lines
+_EPOCH = "1970-01-01T00:00:00+00:00"  # what a reproducible build's config says (SOURCE_DATE_EPOCH): not shown
 
 
 def _short(name: str, value: str) -> str:
@@ -35,7 +36,7 @@ def _signed(count: int) -> str:
 
 def _header(diff: ImageDiff) -> list[str]:
     def line(mark: str, facts: ImageFacts) -> str:
-        created = f"  created {facts.created}" if facts.created else ""
+        created = f"  created {facts.created}" if facts.created and facts.created != _EPOCH else ""
         return f"{mark}  {facts.reference}  {short_digest(facts.digest)}{created}"
 
     return [line("A", diff.a), line("B", diff.b)]
@@ -85,10 +86,12 @@ def _advisories(diff: ImageDiff) -> list[str]:
                                                                         for f in fixed]
 
 
-def _pairs(title: str, column: str, changes: Sequence[Change]) -> list[str]:
+def _pairs(title: str, column: str, changes: Sequence[Change], none: str) -> list[str]:
+    """``title`` and a table of the ``changes`` that differ; one line when none does (``none``: when there are
+    no ``changes`` at all)."""
     differ = [c for c in changes if not c.same]
     if not changes:
-        return [f"{title}: none in either image"]
+        return [f"{title}: {none}"]
     if not differ:
         return [printable(f"{title}: the same (" + ", ".join(f"{c.name} {c.a}" for c in changes if c.a) + ")")]
     rows = [{column: c.name, "a": c.a or None, "b": c.b or None} for c in differ]
@@ -102,7 +105,8 @@ def format_diff(diff: ImageDiff) -> str:
     other = [c for c in diff.labels if c.name not in SHOWN_LABELS]
     blocks = [_header(diff), _facts(diff.facts), _packages("packages", diff.packages, diff.packages_same),
               _packages("os packages (SBOM)", diff.os_packages, diff.os_packages_same), _sizes(diff),
-              _advisories(diff), _pairs("check report", "found", diff.check), _pairs("other labels", "label", other)]
+              _advisories(diff), _pairs("check report", "found", diff.check, "none in either image"),
+              _pairs("other labels", "label", other, "the same")]
     problems = [f"note: {mark}: attestation: {p}" for mark, facts in (("A", diff.a), ("B", diff.b))
                 for p in facts.attestation_problems]
     text = "\n\n".join("\n".join(block) for block in blocks if block)

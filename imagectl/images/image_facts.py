@@ -78,7 +78,7 @@ class ImageFacts:
     else its first, ``image_digest``).  ``layers`` are that image's, ``groups`` their layer groups (() unknown).
     ``packages`` is the lock (or, for an image of no lock, the pins) plus the extras, by canonical name.
     ``os_packages`` and ``check`` are None when the image has no readable SBOM or check report; ``attestations``
-    is ``verify``'s verdict (``verified (signatures: ...)`` or ``N problems (signatures: ...)``)."""
+    is ``verify``'s verdict (``ok, signatures ...`` or ``N problems, signatures ...``)."""
 
     reference: str
     digest: str

@@ -149,10 +149,10 @@ def _attested(client: RegistryClient, repository: str, report: VerifyReport) -> 
 
 
 def _verdict(report: VerifyReport) -> str:
-    """``verified (signatures: ...)`` or ``N problem(s) (signatures: ...)``: what ``verify`` would say."""
+    """``ok, signatures ...`` or ``N problem(s), signatures ...``: what ``verify`` says of the attestations."""
     count = len(report.problems)
-    found = "verified" if report.ok else f"{count} problem{'s' if count != 1 else ''}"
-    return f"{found} (signatures: {report.signatures})"
+    found = "ok" if report.ok else f"{count} problem{'s' if count != 1 else ''}"
+    return f"{found}, signatures {report.signatures}"
 
 
 def read_facts(client: RegistryClient, ref: Reference, public: dsse.PublicKey | None,  # noqa: PLR0913

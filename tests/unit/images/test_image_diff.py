@@ -142,7 +142,7 @@ def facts(digest: str, **changes) -> ImageFacts:
             "layers": (Layer(D1, 100), Layer(D2, 50)),
             "groups": (GroupSize("system", 1, 100), GroupSize("rest", 1, 50)),
             "os_packages": {"libc6": "2.35"}, "check": CheckSummary("pass", {"framework": "2.3.0"}),
-            "attestations": "verified (signatures: unsigned)", "advisories": (CVE,)}
+            "attestations": "ok, signatures unsigned", "advisories": (CVE,)}
     return ImageFacts(**{**base, **changes})
 
 
@@ -191,7 +191,7 @@ def test_the_text_view_shows_what_changed_and_names_what_stayed():
     assert lines[0] == f"A  reg:5000/ml/torch-2.3-cu121:latest  {D1[:19]}"
     assert "version  2.3.0  2.3.1" in text
     assert "same: framework torch, cuda 12.1, cudnn 8.9.2.26, nccl 2.20.5, python 3.11, base digest " \
-           f"{D3[:19]}, build key aaaaaaaaaa, attestations verified (signatures: unsigned)" in text
+           f"{D3[:19]}, build key aaaaaaaaaa, attestations ok, signatures unsigned" in text
     assert "packages: 1 up, 1 the same" in text and "up      torch    2.3.0  2.3.1" in text
     assert "os packages (SBOM): 1 the same" in text
     assert "advisories: B gains 0, fixes 1 (of 1 in A, 0 in B)" in text
@@ -200,6 +200,18 @@ def test_the_text_view_shows_what_changed_and_names_what_stayed():
     assert lines[-1] == "note: B: attestation: missing provenance: no attestation refers to the image"
     same = format_diff(compare_images(facts(D1), facts(D1)))
     assert same.splitlines()[-1] == f"A and B are the same image ({D1})"
+
+
+def test_the_text_view_says_in_one_line_what_stayed_and_leaves_out_a_reproducible_builds_epoch():
+    a = facts(D1, created="1970-01-01T00:00:00+00:00")
+    text = format_diff(compare_images(a, facts(D2, created="2026-12-06T03:20:51+00:00")))
+    assert text.splitlines()[:2] == [
+        f"A  reg:5000/ml/torch-2.3-cu121:latest  {D1[:19]}",
+        f"B  reg:5000/ml/torch-2.3-cu121:latest  {D2[:19]}  created 2026-12-06T03:20:51+00:00"]
+    assert "check report: the same (result pass, framework 2.3.0)" in text
+    assert text.endswith("other labels: the same")
+    unchecked = compare_images(facts(D1, check=None), facts(D2, check=None))
+    assert "check report: none in either image" in format_diff(unchecked)
 
 
 def test_the_json_view_carries_both_images_whole_and_every_comparison():
