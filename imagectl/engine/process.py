@@ -1,0 +1,96 @@
+"""The engine's long-running child processes (``buildah bud``, ``buildah run``, ``buildah push``/``pull`` of a layout,
+``containers-storage import-layer``), tied to the build that runs them.
+
+- A build's stop (:class:`imagectl.stop.Stop`: another part failed, or Ctrl-C) ends the child at once (SIGTERM, then
+  SIGKILL after :data:`GRACE_S`), and the call raises Stopped instead of the child's own failure.
+- An exception in the waiting thread (KeyboardInterrupt in the main thread) ends the child before it is raised on,
+  instead of waiting for the child to finish by itself (``Popen.__exit__`` would wait for a build of minutes).
+- The child gets SIGTERM when imagectl dies, even by ``kill -9`` (the kernel's parent-death signal, set by
+  util-linux ``setpriv --pdeathsig TERM`` where it is installed): ``buildah bud --force-rm`` then removes its working
+  containers itself, and nothing imagectl started goes on working for a process that is gone.
+- ``hold_stdin``: the child's stdin is a pipe imagectl holds open until the call returns, so a program that reads it
+  to its end learns that imagectl is gone (the compile probe exits then, :mod:`imagectl.assemble.probe`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+
+from ..stop import Stop
+
+GRACE_S = 10.0  # between SIGTERM and SIGKILL of a child that is told to end
+
+
+def dying_with_parent(argv: Sequence[str]) -> list[str]:
+    """``argv`` run so that the child gets SIGTERM when this process dies (``setpriv --pdeathsig TERM``, on Linux
+    where util-linux's ``setpriv`` is installed; else ``argv`` as it is)."""
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else list(argv)
+
+
+@contextlib.contextmanager
+def child(argv: Sequence[str], *, stop: Stop | None = None,
+          hold_stdin: bool = False) -> Iterator[subprocess.Popen[str]]:
+    """Start ``argv`` (stdout and stderr together in one text pipe, the caller reads it) as the module docstring
+    says; when the block ends the child has ended (it is ended first if the block raises).  Raises OSError when it
+    cannot start."""
+    process = subprocess.Popen(dying_with_parent(argv), stdin=subprocess.PIPE if hold_stdin else subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                               bufsize=1)
+    try:
+        with stop.hook(process.terminate) if stop is not None else contextlib.nullcontext():
+            yield process
+            process.wait()
+    except BaseException:
+        end(process)
+        raise
+    finally:
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+
+def run_child(argv: Sequence[str], *, stop: Stop | None = None, timeout: float | None = None,
+              hold_stdin: bool = False) -> tuple[int, str]:
+    """Run ``argv`` to its end (:func:`child`); (exit status, output: stdout and stderr together).  Raises Stopped
+    when ``stop`` was set meanwhile, subprocess.TimeoutExpired after ``timeout`` seconds (the child ended),
+    OSError when it cannot start."""
+    expired = threading.Event()
+    with child(argv, stop=stop, hold_stdin=hold_stdin) as process:
+
+        def expire() -> None:
+            expired.set()
+            process.kill()
+
+        timer = threading.Timer(timeout, expire) if timeout is not None else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
+        try:
+            assert process.stdout is not None
+            output = process.stdout.read()
+        finally:
+            if timer is not None:
+                timer.cancel()
+    if stop is not None:
+        stop.check()
+    if expired.is_set():
+        raise subprocess.TimeoutExpired(list(argv), timeout or 0, output)
+    return process.returncode, output
+
+
+def end(process: subprocess.Popen[str]) -> None:
+    """End ``process``: SIGTERM, then SIGKILL after :data:`GRACE_S` seconds; never raises."""
+    with contextlib.suppress(OSError):
+        process.terminate()
+        try:
+            process.wait(GRACE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

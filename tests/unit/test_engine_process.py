@@ -1,0 +1,109 @@
+"""imagectl.engine.process: an engine child ends when the build's stop is set, when the waiting thread is
+interrupted, and when imagectl itself dies (kill -9: the parent-death signal; the held stdin reaches its end)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from imagectl.engine.process import child, run_child
+from imagectl.errors import BuildError
+from imagectl.stop import Stop, Stopped
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie is gone too: it waits for its (dead) parent's reaper
+        return stat.read().rpartition(")")[2].split()[0] == "Z"
+
+
+def _poll(condition, seconds: float = 60.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_output_and_status_come_back():
+    assert run_child(["sh", "-c", "echo out; echo err >&2; exit 3"]) == (3, "out\nerr\n")
+
+
+def test_a_stop_ends_the_child_and_the_call_raises_stopped(tmp_path):
+    stop, raised = Stop(), []
+    pid_file = tmp_path / "pid"
+
+    def run() -> None:
+        try:
+            run_child(["sh", "-c", f"echo $$ > {pid_file}; exec sleep 600"], stop=stop)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert _poll(lambda: pid_file.exists() and pid_file.read_text().strip())
+    stop.set(BuildError("another part failed"))
+    thread.join(60)
+    assert not thread.is_alive() and len(raised) == 1 and isinstance(raised[0], Stopped)
+    assert _gone(int(pid_file.read_text()))
+
+
+def test_a_child_past_its_timeout_is_killed():
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_child(["sleep", "600"], timeout=0.5)
+
+
+def test_an_exception_in_the_waiting_thread_ends_the_child(tmp_path):
+    with pytest.raises(KeyboardInterrupt), child(["sh", "-c", "echo $$; exec sleep 600"]) as process:
+        pid = int(process.stdout.readline())
+        raise KeyboardInterrupt
+    assert process.returncode is not None and _gone(pid)
+
+
+PARENT = textwrap.dedent("""
+    import sys
+    from imagectl.engine.process import run_child
+    print(run_child(sys.argv[1:], hold_stdin=True), flush=True)
+""")
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="util-linux setpriv is not installed")
+def test_a_child_of_a_process_killed_with_sigkill_gets_sigterm(tmp_path):
+    marks = tmp_path / "marks"
+    script = f"echo $$ > {marks}.pid; trap 'echo term >> {marks}; exit 0' TERM; while :; do sleep 0.1; done"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, "sh", "-c", script], cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert _poll(lambda: Path(f"{marks}.pid").exists() and Path(f"{marks}.pid").read_text().strip())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    assert _poll(lambda: marks.exists())  # the parent-death signal
+    assert marks.read_text() == "term\n"
+
+
+def test_a_held_stdin_reaches_its_end_when_the_parent_is_killed(tmp_path):
+    marks = tmp_path / "marks"
+    script = f"echo $$ > {marks}.pid; trap '' TERM; cat; echo eof > {marks}"  # deaf to SIGTERM: only the pipe tells
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, "sh", "-c", script], cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert _poll(lambda: Path(f"{marks}.pid").exists() and Path(f"{marks}.pid").read_text().strip())
+    time.sleep(0.5)
+    assert not marks.exists()  # still waiting on its stdin while the parent lives
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    assert _poll(lambda: marks.exists())
+    assert marks.read_text() == "eof\n"
