@@ -34,14 +34,14 @@ def dying_with_parent(argv: Sequence[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def child(argv: Sequence[str], *, stop: Stop | None = None,
-          hold_stdin: bool = False) -> Iterator[subprocess.Popen[str]]:
-    """Start ``argv`` (stdout and stderr together in one text pipe, the caller reads it) as the module docstring
-    says; when the block ends the child has ended (it is ended first if the block raises).  Raises OSError when it
-    cannot start."""
+def child(argv: Sequence[str], *, stop: Stop | None = None, hold_stdin: bool = False,
+          apart: bool = False) -> Iterator[subprocess.Popen[str]]:
+    """Start ``argv`` as the module docstring says, its stdout and stderr together in one text pipe (``apart``: in
+    two) that the caller reads; when the block ends the child has ended (it is ended first if the block raises).
+    Raises OSError when it cannot start."""
     process = subprocess.Popen(dying_with_parent(argv), stdin=subprocess.PIPE if hold_stdin else subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                               bufsize=1)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE if apart else subprocess.STDOUT,
+                               text=True, errors="replace", bufsize=1)
     try:
         with stop.hook(process.terminate) if stop is not None else contextlib.nullcontext():
             yield process
@@ -50,39 +50,48 @@ def child(argv: Sequence[str], *, stop: Stop | None = None,
         end(process)
         raise
     finally:
-        for pipe in (process.stdin, process.stdout):
+        for pipe in (process.stdin, process.stdout, process.stderr):
             if pipe is not None:
                 with contextlib.suppress(OSError):
                     pipe.close()
 
 
 def run_child(argv: Sequence[str], *, stop: Stop | None = None, timeout: float | None = None,
-              hold_stdin: bool = False) -> tuple[int, str]:
-    """Run ``argv`` to its end (:func:`child`); (exit status, output: stdout and stderr together).  Raises Stopped
-    when ``stop`` was set meanwhile, subprocess.TimeoutExpired after ``timeout`` seconds (the child ended),
-    OSError when it cannot start."""
-    expired = threading.Event()
-    with child(argv, stop=stop, hold_stdin=hold_stdin) as process:
-
-        def expire() -> None:
-            expired.set()
-            process.kill()
-
-        timer = threading.Timer(timeout, expire) if timeout is not None else None
-        if timer is not None:
-            timer.daemon = True
-            timer.start()
-        try:
-            assert process.stdout is not None
-            output = process.stdout.read()
-        finally:
-            if timer is not None:
-                timer.cancel()
+              hold_stdin: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` to its end (:func:`child`): its status, stdout and stderr (with ``hold_stdin``, stderr comes in
+    stdout).  Raises Stopped when ``stop`` was set meanwhile, subprocess.TimeoutExpired after ``timeout`` seconds
+    (the child ended first), OSError when it cannot start."""
+    with child(argv, stop=stop, hold_stdin=hold_stdin, apart=not hold_stdin) as process:
+        if hold_stdin:  # communicate() would close stdin: read the one pipe, a timer ends a child that runs too long
+            out, err = _read_held(process, timeout), ""
+        else:
+            out, err = process.communicate(timeout=timeout)
     if stop is not None:
         stop.check()
+    return subprocess.CompletedProcess(list(argv), process.returncode, out, err)
+
+
+def _read_held(process: subprocess.Popen[str], timeout: float | None) -> str:
+    """All of ``process``'s output; raises subprocess.TimeoutExpired (after killing it) past ``timeout``."""
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        process.kill()
+
+    timer = threading.Timer(timeout, expire) if timeout is not None else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        assert process.stdout is not None
+        output = process.stdout.read()
+    finally:
+        if timer is not None:
+            timer.cancel()
     if expired.is_set():
-        raise subprocess.TimeoutExpired(list(argv), timeout or 0, output)
-    return process.returncode, output
+        raise subprocess.TimeoutExpired(process.args, timeout or 0, output)
+    return output
 
 
 def end(process: subprocess.Popen[str]) -> None:

@@ -41,7 +41,10 @@ def _poll(condition, seconds: float = 60.0) -> bool:
 
 
 def test_output_and_status_come_back():
-    assert run_child(["sh", "-c", "echo out; echo err >&2; exit 3"]) == (3, "out\nerr\n")
+    done = run_child(["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
+    held = run_child(["sh", "-c", "echo out; echo err >&2; exit 3"], hold_stdin=True)
+    assert (held.returncode, held.stdout, held.stderr) == (3, "out\nerr\n", "")
 
 
 def test_a_stop_ends_the_child_and_the_call_raises_stopped(tmp_path):
@@ -63,9 +66,10 @@ def test_a_stop_ends_the_child_and_the_call_raises_stopped(tmp_path):
     assert _gone(int(pid_file.read_text()))
 
 
-def test_a_child_past_its_timeout_is_killed():
+@pytest.mark.parametrize("hold_stdin", [False, True])
+def test_a_child_past_its_timeout_is_killed(hold_stdin):
     with pytest.raises(subprocess.TimeoutExpired):
-        run_child(["sleep", "600"], timeout=0.5)
+        run_child(["sleep", "600"], timeout=0.5, hold_stdin=hold_stdin)
 
 
 def test_an_exception_in_the_waiting_thread_ends_the_child(tmp_path):
@@ -78,7 +82,7 @@ def test_an_exception_in_the_waiting_thread_ends_the_child(tmp_path):
 PARENT = textwrap.dedent("""
     import sys
     from imagectl.engine.process import run_child
-    print(run_child(sys.argv[1:], hold_stdin=True), flush=True)
+    print(run_child(sys.argv[1:], hold_stdin=True).returncode, flush=True)
 """)
 
 
