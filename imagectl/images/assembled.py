@@ -165,7 +165,8 @@ def _assemble(plan: Plan, config: Config, engine: LayoutEngine, trace: Trace, co
     try:
         with (ThreadPoolExecutor(max_workers=2) as writers, ThreadPoolExecutor(max_workers=3) as pool,
               _probe_released(stage)):
-            pending = pool.submit(_lock_layers, plan, config, log, groups, scheme, blobs, stage, writers)
+            pending = pool.submit(_lock_layers, plan, config, log, groups, scheme, blobs, stage, writers,
+                                  compression=compression)
             with Heartbeat(log, "building") as beat:
                 system_id = engine.build(context, spec, beat.sink)
             system = pool.submit(_export, engine, system_id, work / "system", log)
@@ -215,15 +216,16 @@ def _probe_released(stage: Path) -> Iterator[None]:
 
 
 def _lock_layers(plan: Plan, config: Config, log: LineSink, groups: Sequence[LayerGroup],  # noqa: PLR0913
-                 scheme: Scheme, blobs: Path, stage: Path, writers: ThreadPoolExecutor) -> list[Future[list[Written]]]:
+                 scheme: Scheme, blobs: Path, stage: Path, writers: ThreadPoolExecutor, *,
+                 compression: Compression = "gzip") -> list[Future[list[Written]]]:
     """Download the lock's wheels (:func:`~imagectl.assemble.fetch.fetch_wheels`) layer by layer, and start writing
     each install layer on ``writers`` as soon as its wheels are there (the CUDA layer, the biggest, first); their
     futures, in the lock's order, each of the layers one install layer makes (:func:`group_layer`).  Each layer's
     wheels are checked against the layers before first (:class:`~imagectl.assemble.conflicts.LockPaths`): no lock
-    layer is staged or uploaded before this returns, so a refusal comes before any of them leaves the work folder."""
+    layer is staged or uploaded before this returns, so a refusal comes before any of them leaves the work folder.
+    ``compression``: of the layers written (``[registry] compression``)."""
     header, framework = plan.spec.install_lock.header, plan.request.profile.framework
     futures, paths = [], LockPaths(scheme)
-    compression = layer_compression(config.registry_compression)
     for n, group in enumerate(groups):
         wheels = fetch_wheels(group.packages, header.index, plan.request.profile.python, header.platform,
                               cache_dir() / "wheels", ca_bundle=config.ca_bundle, on_line=log)
