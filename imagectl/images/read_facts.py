@@ -123,17 +123,17 @@ def _platforms(top: Manifest) -> tuple[str, ...]:
 
 def _predicate(client: RegistryClient, repository: str, artifact: str) -> Mapping[str, Any] | None:
     """The predicate of the statement artifact ``artifact`` that ``verify`` already judged (its subject, and its
-    signature where a key is configured); None when its statement cannot be read as one.  Raises RegistryError."""
+    signature where a key is configured), in any layout imagectl attaches (:func:`imagectl.evidence.bundle.open_layer`);
+    None when its statement cannot be read as one.  Raises RegistryError."""
     layers = client.get_manifest(repository, artifact).layers()
     if len(layers) != 1:
         return None
     data = client.read_blob(repository, layers[0].digest, MAX_PAYLOAD_BYTES)
     try:
         layer = open_layer(layers[0].media_type, data)
-        if layer.envelope is not None:
-            data = dsse.open_envelope(layer.envelope)[1]
-        return parse_statement(data, "statement")["predicate"]
-    except (ImagectlError, ValueError, AttributeError):
+        payload = dsse.open_envelope(layer.envelope)[1] if layer.envelope is not None else layer.statement
+        return parse_statement(payload, "statement")["predicate"]
+    except (ImagectlError, ValueError):
         return None
 
 
