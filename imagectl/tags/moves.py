@@ -5,10 +5,11 @@ that it still exists) and one manifest PUT (under the moving tag or channel); no
 whatever the image's size.  Around it, a rollback reads: the moving tag (a manifest GET: a digest is taken
 from the bytes), the log's last move of it (one tag listing and usually one record GET, see :mod:`.store`), the
 one immutable tag the log names the target by, the log's position (one listing), the moving tag again right
-before the PUT, the tag back after it, the log again (one listing; a GET per record another writer added), and
-writes the log's record (one PUT).  Only a digest ``--to`` or a log that does not name the previous image reads
-the whole tag listing with one read per tag.  A promotion reads
-the last logged move of its source and of its channel (to name both images in the log).  The engine store
+before the PUT, the listing for a prune's deletion mark on the target after the PUT (see step 3 of the races
+below), the tag back, the target's immutable tag (when the move names one), the log again (one listing; a GET
+per record another writer added), and writes the log's record (one PUT).  Only a digest ``--to`` or a log that
+does not name the previous image reads the whole tag listing with one read per tag.  A promotion reads the last
+logged move of its source and of its channel (to name both images in the log).  The engine store
 does the same with ``docker inspect`` and ``docker tag``.
 
 Which image ``rollback`` goes back to (:func:`previous_target`), from the log's last move of the tag that
@@ -47,8 +48,13 @@ promotion name their image whatever the tag pointed to, so they re-plan from whe
    the image (and the writer, when the log tells) before anything is written; any other move starts from there;
 2. the target's GET right before the PUT fails when a concurrent prune deleted it (OperationError, the tag
    stays where it was) or when it is no image (a move record, a signature: NotAnImageError);
-3. after the PUT the tag is read back, and if a concurrent manifest delete took it down it is put back from the
-   manifest bytes just written (the layers stay until garbage collection);
+3. after the PUT it looks for a prune's deletion mark on the target (one listing, see "Deletion marks" in
+   :mod:`.store`) and, while there is one, waits (at most :data:`DELETE_WAIT_S`) for that prune to decide; then the
+   tag is read back, and the target's immutable tag too.  When the tag is gone, or that immutable tag no longer
+   names the target, a concurrent prune deleted the image under the move: the tag is put back where it was (or
+   left absent when it did not exist) and the move fails (OperationError, exit 1), naming the image, with nothing
+   logged; it never reports a move onto an image that is gone, nor leaves a tag on a manifest whose immutable
+   tag and attestations a prune deleted.  A tag another writer moved on right after is a note, not a failure;
 4. then the log is read again: a move of the tag logged meanwhile from the same starting point means two
    writers moved it at once (a PUT held up in the network lands after another writer's whole move).  A plain
    rollback that finds the other's record loses: it puts the tag back where the other left it, logs nothing and
@@ -60,6 +66,7 @@ promotion name their image whatever the tag pointed to, so they re-plan from whe
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, replace
 
@@ -71,6 +78,8 @@ from .store import Move, MoveAction, TagStore, last_real_move, now, who
 
 _CHOICES_SHOWN = 10
 _MIN_PREFIX = len("sha256:") + 12
+DELETE_WAIT_S = 60.0  # how long a move waits for a prune that marked its target to decide
+_DELETE_POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -266,7 +275,8 @@ def guarded_move(  # noqa: PLR0913 - the facts of one move; build, import, the t
     except NotFoundError:
         raise OperationError(f"{target_tag or 'image'} ({short_digest(target)}) no longer exists"
                              f" (deleted by a concurrent prune?); {tag} stays on {short_digest(current)}") from None
-    stands, note = _read_back(store, tag, target)
+    _await_prune(store, tag, target, action)
+    stands, note = _read_back(store, tag, target, target_tag, current, action)
     rival = _rival(store.moves_since(tag, position), current)
     if rival is not None and derived:
         raise _lost_race(store, tag, target, rival, action)
@@ -339,13 +349,62 @@ def _last_move_quietly(store: TagStore, tag: str) -> Move | None:
         return None
 
 
-def _read_back(store: TagStore, tag: str, target: str) -> tuple[bool, str]:
-    """(whether ``tag`` points to ``target`` after the PUT, a note): a tag a concurrent manifest delete took down
-    is put back."""
+def _await_prune(store: TagStore, tag: str, target: str, action: MoveAction) -> None:
+    """Wait while a prune has marked ``target`` for deletion (step 3 of the races: one listing when none has).
+    Raises OperationError when a mark is still there after DELETE_WAIT_S (``tag`` is left as it is)."""
+    deadline = time.monotonic() + DELETE_WAIT_S
+    while store.deleting(target):
+        if time.monotonic() > deadline:
+            raise OperationError(f"{store.repository.familiar}:{tag}: a prune has been deleting {short_digest(target)} "
+                                 f"for over {DELETE_WAIT_S:g} s while this {action} pointed {tag} at it; whether the "
+                                 "image stays is not known: look at imagectl history, then run it again")
+        time.sleep(_DELETE_POLL_S)
+
+
+def _read_back(store: TagStore, tag: str, target: str, target_tag: str | None, current: str | None,  # noqa: PLR0913
+               action: MoveAction) -> tuple[bool, str]:
+    """(whether ``tag`` points to ``target`` after the PUT, a note).  Raises OperationError when a concurrent prune
+    deleted ``target`` under the move (the tag gone with it, or its immutable tag gone): ``tag`` is put back on
+    ``current`` first (left absent when it had none)."""
     after = store.digest(tag)
-    if after is None:  # a concurrent delete of the target's manifest took the tag with it: put it back
-        store.point(tag, target)
-        return True, "put back after a concurrent delete"
+    pruned = after is None or (after == target and target_tag is not None and is_immutable(target_tag)
+                               and store.digest(target_tag) != target)
+    if pruned:
+        raise _pruned_under(store, tag, target, target_tag, current, action)
     if after != target:
         return False, f"another client moved it on to {short_digest(after)} meanwhile"
     return True, ""
+
+
+def _pruned_under(store: TagStore, tag: str, target: str, target_tag: str | None, current: str | None,  # noqa: PLR0913
+                  action: MoveAction) -> OperationError:
+    """The error of a move whose target a concurrent prune deleted, after putting ``tag`` back on ``current``."""
+    if current is None:
+        done = _take_down(store, tag, target)
+    else:
+        try:
+            store.point(tag, current)
+            done = f"{tag} is back on {short_digest(current)}"
+        except ImagectlError as exc:
+            done = f"{tag} could not be put back on {short_digest(current)} ({exc})"
+    return OperationError(f"{store.repository.familiar}:{tag}: {_named(target, target_tag)} was deleted by a concurrent"
+                          f" prune while this {action} pointed {tag} at it; {done}; nothing is logged: pick another "
+                          "image (imagectl history)")
+
+
+def _take_down(store: TagStore, tag: str, target: str) -> str:
+    """Remove ``tag``, which did not exist before this move, from the deleted ``target``; what was done.
+
+    Either the PUT brought ``target``'s manifest back (the tag names it) or, landing in the middle of the prune's
+    manifest delete (a registry writes a manifest, then its tag; and deletes a manifest, then its tags), it left
+    the tag naming nothing: listed, unreadable.  Then the manifest is put back first (from the bytes read for the
+    PUT), so that deleting it takes the tag with it."""
+    try:
+        if store.digest(tag) is None:
+            if tag not in store.tags():
+                return f"{tag} does not exist, as before"
+            store.point(tag, target)
+        store.delete(tag)
+    except ImagectlError as exc:
+        return f"{tag} is left naming the deleted image ({exc})"
+    return f"{tag} does not exist, as before"

@@ -21,28 +21,29 @@ deleted one in between, the registry refuses that index, so the build fails inst
 
 :func:`execute_prune` deletes image by image, watching the tags that could hold an image it is about to delete:
 
-- the moving tag and channels ("pointers"): where each points is re-read (one HEAD each) after every delete,
-  and that read is the check before the next one.  An image a pointer moved onto since the plan (a rollback, a
-  promotion, a build reusing an old image) is skipped.  A pointer that vanished in a delete went down with the
-  manifest (it moved onto the image between the check and the delete) and is put back from the manifest
-  bytes kept before the delete;
-- new tag names: one listing at the start finds the immutable tags made since the plan (by a build or an
-  import; immutable, so each is read once) and the pointers; the listing is read again whenever a pointer
-  changed between two deletes (someone is moving tags right now), to find new channels and immutable tags.
-  What is left: a tag name that did not exist at the last listing, made on an image right before its delete
-  while no pointer moved (a build or import moves ``latest`` right after it pushes; a promotion onto a brand
-  new channel does not), goes down with it.
+- each image is deleted under a deletion mark (see "Deletion marks" in :mod:`.store`): the mark is put, then
+  every tag is read again right before the delete (one listing, for tags made since the plan, and one read per
+  moving tag and channel: the "pointers"), and the image is deleted only when none of them names it.  Whatever
+  moves a tag onto the image after that read sees the mark and waits until the mark is removed, so "a tag names
+  it at the moment of deletion" cannot happen unseen: the move either shows up in the read (the image is
+  skipped) or waits for this prune to decide and then reads its tag back (:mod:`.moves`);
+- after the delete the pointers are read again (and the listing too when one changed): a pointer that vanished
+  went down with the manifest (it moved onto the image between the read and the delete) and is put back from
+  the manifest bytes kept before the delete; when one was put back, or one now names the image (a move whose
+  PUT brought the manifest back), the image stays after all: its immutable tags are put back too, its
+  attestations are kept, and the report lists it as kept.  Only then are its attestations deleted and the mark
+  removed.
 
 Cost, in a registry that cannot delete a tag alone (CNCF distribution), with T tags in L listing pages, P
 pointers and N images to delete: the plan is L + T requests (a listing, a HEAD per tag); the execution is L + P
-(plus a HEAD per immutable tag made since the plan) and then per image P HEADs and 4 requests to delete it
-(HEAD of the tag, a tag DELETE the registry refuses, a GET keeping the manifest, the manifest DELETE; a HEAD
-for each further tag of the image), plus 2 per pointer put back and L + (new tags) per relisting.  That is
-linear in the number of tags; the per-delete listing and pointer reads before (two listings per image) made it
-quadratic in the pages.  ``bench/prune_requests.py`` measures it against CNCF distribution 2.8: 325 tags (323
-images, ``latest``, ``stable``) pruned to the newest 5 (318 images deleted) cost 2,237 requests in all with
-one-page listings and 2,249 with 50-tag pages (the execution: 6.0 per deleted image), against 3,506 and 5,306
-before (10.0 and 15.6 per deleted image).
+(plus a HEAD per immutable tag made since the plan) and then per image 1 mark PUT, L + P reads right before the
+delete, 4 requests to delete it (HEAD of the tag, a tag DELETE the registry refuses, a GET keeping the manifest,
+the manifest DELETE; a HEAD for each further tag of the image), P reads after it, and 2 to remove the mark (GET,
+DELETE), plus 2 per pointer put back and L + (new tags) per relisting.  That is linear in the number of tags
+times the listing's pages: the listing right before each delete is what the mark needs (a channel made since
+the last listing is found only by listing).  ``bench/prune_requests.py`` measured, before the marks, 2,237
+requests to prune 325 tags to the newest 5 with one-page listings (6.0 per deleted image); the marks and the
+listing add 4 per deleted image with one-page listings.
 In the local engine a prune only removes tags (``docker rmi`` of a tag), which never touches another tag.
 """
 
@@ -290,29 +291,78 @@ class _Execution:
     on_line: Callable[[str], None]
 
     def delete_image(self, digest: str, tags: list[str]) -> None:
-        """Delete ``tags`` (all of ``digest``'s planned tags) unless something now holds the image; then reread
-        the pointers and put back any that went down with it."""
+        """Delete ``tags`` (all of ``digest``'s planned tags) under a deletion mark, unless something holds the image
+        right before the delete; then put back what went down with it (see the module docstring)."""
+        try:
+            mark = self.store.begin_delete(digest)
+        except OperationError as exc:
+            self.report.failed += [(t, f"cannot mark its image for deletion: {exc}") for t in tags]
+            self.on_line(f"could not delete {short_digest(digest)}: cannot mark it for deletion: {exc}")
+            return
+        try:
+            self._delete_marked(digest, tags)
+        finally:
+            try:
+                self.store.end_delete(mark)
+            except OperationError as exc:
+                self.on_line(f"could not remove the deletion mark {mark}: {exc}")
+
+    def _delete_marked(self, digest: str, tags: list[str]) -> None:
         watch, report = self.watch, self.report
+        watch.reread()
+        watch.relist()  # after the mark: every tag made since the last listing, read right before the delete
         holders = watch.holders(digest)
         if holders:
             report.skipped += [(t, f"{', '.join(holders)} now points to its image") for t in tags]
             self.on_line(f"kept {', '.join(tags)}: {', '.join(holders)} now points to {short_digest(digest)}")
             return
+        deleted: list[str] = []
         try:
             for tag in tags:
                 self.store.delete(tag)
-                report.deleted.append(tag)
-                self.on_line(f"deleted {tag} ({short_digest(digest)})")
-            self.drop_attestations(digest)
+                deleted.append(tag)
         except OperationError as exc:
-            report.failed += [(t, str(exc)) for t in tags if t not in report.deleted]
+            report.failed += [(t, str(exc)) for t in tags if t not in deleted]
             self.on_line(f"could not delete {short_digest(digest)}: {exc}")
         before = dict(watch.pointers)
         if watch.reread():
             watch.relist()  # someone is moving tags right now: look for new names too
-        for pointer in sorted(p for p, d in before.items() if d is not None and watch.pointers.get(p) is None):
-            if self.put_back(pointer, digest):
-                watch.pointers[pointer] = digest
+        restored = [p for p in sorted(p for p, d in before.items() if d is not None and watch.pointers.get(p) is None)
+                    if self.put_back(p, digest)]
+        for pointer in restored:
+            watch.pointers[pointer] = digest
+        if deleted and watch.holders(digest):
+            self.keep_after_all(digest, deleted, watch.holders(digest))
+        elif deleted:
+            self.deleted(digest, deleted)
+
+    def deleted(self, digest: str, tags: list[str]) -> None:
+        """Report ``tags`` of ``digest`` deleted and delete the image's attestations."""
+        self.report.deleted += tags
+        for tag in tags:
+            self.on_line(f"deleted {tag} ({short_digest(digest)})")
+        try:
+            self.drop_attestations(digest)
+        except OperationError as exc:
+            self.report.failed.append((tags[0], f"deleted, but its attestations could not be: {exc}"))
+            self.on_line(f"could not delete the attestations of {short_digest(digest)}: {exc}")
+
+    def keep_after_all(self, digest: str, tags: list[str], holders: list[str]) -> None:
+        """``holders`` moved onto ``digest`` while it was being deleted (and are on it again): put its immutable
+        ``tags`` back too and report them kept; its attestations stay."""
+        back = []
+        for tag in tags:
+            try:
+                self.store.point(tag, digest)
+                back.append(tag)
+            except OperationError as exc:
+                self.report.failed.append((tag, f"{', '.join(holders)} moved onto its image while it was being "
+                                                f"deleted, and the tag could not be put back: {exc}"))
+        self.report.skipped += [(t, f"{', '.join(holders)} moved onto its image while it was being deleted")
+                                for t in back]
+        if back:
+            self.on_line(f"kept {', '.join(back)}: {', '.join(holders)} moved onto {short_digest(digest)} while it "
+                         "was being deleted; put back")
 
     def delete_children(self, rows: Sequence[Deletion], plan: Sequence[Deletion]) -> None:
         """Delete the index children ``rows`` of ``plan``, each only when its index is gone and nothing reaches

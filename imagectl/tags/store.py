@@ -57,7 +57,8 @@ usually one GET, plus one GET of ``imagectl-history`` only when no record moved 
 ``moves(newest)`` (``history``) is one tag listing, one GET per record read (the newest ``newest``, at most
 MOVES_READ) and one GET of ``imagectl-history`` when the repository still has one and fewer records than that.
 ``log_position(tag)`` is one tag listing; ``moves_since(tag, position)`` one tag listing and one GET per new
-record of ``tag`` (usually none).
+record of ``tag`` (usually none).  ``begin_delete`` is one manifest PUT (as ``record``), ``end_delete`` one GET and
+one DELETE, ``deleting`` one tag listing.
 
 The local engine keeps its log in a JSON file under ``$XDG_STATE_HOME/imagectl/history`` (appends are
 serialised with a lock file, so none is lost; a file that cannot be read is kept beside it as ``.unreadable``
@@ -74,6 +75,20 @@ children disagree.  Entries that are no platform's image (BuildKit's attestation
 ``unknown/unknown``) are children but not platforms.  ``digest(tag)`` reads the tag's manifest anyway (the digest
 comes from its bytes): the store notes which digests are indexes then (keeping only the indexes' bytes), so
 ``children`` of a digest read that way costs nothing more.
+
+Deletion marks
+--------------
+Registries have no compare-and-swap, so ``prune`` and a move agree through the registry itself, as two writers
+of Dekker's algorithm do: before it deletes an image, prune puts a *deletion mark* (:meth:`begin_delete`), a
+small artifact manifest under ``imagectl-deleting-<12 hex digits of the image's digest>-<UTC time>-<12 random hex
+digits>``, then reads every tag (a listing, and the moving tag and channels again), deletes the image only when
+none of them names it, and removes the mark when it has put back whatever went down with it
+(:meth:`end_delete`).  A move writes its tag first and then looks for a mark on its target (:meth:`deleting`, one
+listing), waiting while there is one.  Whichever writes first is seen by the other: either prune's reads show the
+moved tag (and prune keeps the image), or the move sees the mark and reads its tag back only when prune has
+decided (see :mod:`.moves` and :mod:`.prune`).  A mark older than :data:`DELETE_MARK_STALE` (a prune killed in
+between) is ignored; a mark's manifest carries its own name, so removing one never takes another tag down.  The
+local engine needs none: removing one of its tags never touches another.
 
 Races: a registry that cannot delete a tag alone deletes the manifest, and with it every tag pointing to it.
 A :class:`RegistryTagStore` therefore keeps the bytes of every manifest it has read for ``point`` or deleted,
@@ -110,6 +125,10 @@ MOVE_PREFIX = f"{RESERVED_PREFIX}move-"
 MOVE_ARTIFACT = "application/vnd.imagectl.move.v1+json"
 MOVE_ANNOTATION = "org.imagectl.move"
 RECORD_ANNOTATION = "org.imagectl.move.record"  # the record's own tag: makes every record's manifest unique
+DELETING_PREFIX = f"{RESERVED_PREFIX}deleting-"  # a prune's deletion mark (see "Deletion marks")
+DELETING_ARTIFACT = "application/vnd.imagectl.deleting.v1+json"
+DELETE_MARK_STALE = timedelta(minutes=10)  # an older mark is a killed prune's: ignored
+_MARK_HEX = 12
 HISTORY_TAG = f"{RESERVED_PREFIX}history"  # the single-manifest log of earlier versions: read, never written
 HISTORY_ANNOTATION = "org.imagectl.history"
 HISTORY_KEEP = 500  # moves the local engine's log file keeps
@@ -215,6 +234,9 @@ class TagStore(Protocol):
     def moves_since(self, tag: str, position: LogPosition) -> list[Move]: ...
     def record(self, move: Move) -> None: ...
     def tag_with_key(self, key: str) -> str | None: ...
+    def begin_delete(self, digest: str) -> str | None: ...
+    def end_delete(self, mark: str | None) -> None: ...
+    def deleting(self, digest: str) -> bool: ...
 
 
 class TagRegistry(Protocol):
@@ -284,6 +306,46 @@ def record_body(move: Move, name: str) -> bytes:
         "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": _EMPTY_CONFIG_DIGEST, "size": 2},
         "layers": [],
         "annotations": {MOVE_ANNOTATION: json.dumps(asdict(move), sort_keys=True), RECORD_ANNOTATION: name},
+    }
+    return json.dumps(body, sort_keys=True).encode()
+
+
+def mark_prefix(digest: str) -> str:
+    """The start of every deletion mark's tag of the image ``digest`` (pure; see "Deletion marks")."""
+    return f"{DELETING_PREFIX}{digest.rpartition(':')[2][:_MARK_HEX]}-"
+
+
+def mark_tag(digest: str, when: datetime, nonce: str) -> str:
+    """The tag of a deletion mark of image ``digest`` put at ``when`` (UTC) with ``nonce`` (12 hex digits) (pure)."""
+    return f"{mark_prefix(digest)}{when.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{nonce}"
+
+
+def fresh_marks(names: Sequence[str], digest: str, now: datetime) -> list[str]:
+    """The deletion marks of image ``digest`` among the tags ``names`` not older than DELETE_MARK_STALE at ``now``;
+    a mark whose time cannot be read counts (pure)."""
+    prefix, found = mark_prefix(digest), []
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        try:
+            when = datetime.strptime(name[len(prefix):].partition("-")[0], "%Y%m%dT%H%M%SZ")
+        except ValueError:
+            found.append(name)
+            continue
+        if now - when.replace(tzinfo=timezone.utc) <= DELETE_MARK_STALE:
+            found.append(name)
+    return found
+
+
+def mark_body(digest: str, name: str) -> bytes:
+    """The manifest bytes of the deletion mark ``name`` of image ``digest`` (pure): an artifact, never an image."""
+    body = {
+        "schemaVersion": 2,
+        "mediaType": _OCI_MANIFEST,
+        "artifactType": DELETING_ARTIFACT,
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": _EMPTY_CONFIG_DIGEST, "size": 2},
+        "layers": [],
+        "annotations": {"org.imagectl.deleting": digest, RECORD_ANNOTATION: name},
     }
     return json.dumps(body, sort_keys=True).encode()
 
@@ -529,6 +591,44 @@ class RegistryTagStore:
         """The creation time of image ``target`` (ISO 8601, or ''; of an index: its :func:`primary_image`'s)."""
         return self._primary(target).created
 
+    # -- deletion marks (see "Deletion marks")
+
+    def begin_delete(self, digest: str) -> str | None:
+        """Put a deletion mark of image ``digest``; its tag, for :meth:`end_delete`.  One manifest PUT (the first
+        time in a repository without the empty config blob: one blob upload and the PUT again).  Raises
+        RegistryError (AuthError) when it cannot be written."""
+        from ..registry.manifest import Manifest  # here: the registry package loads requests (see the top)
+
+        name = mark_tag(digest, self._clock(), secrets.token_hex(6))
+        self._put_artifact(name, Manifest.from_bytes(mark_body(digest, name), _OCI_MANIFEST))
+        return name
+
+    def _put_artifact(self, name: str, manifest: Manifest) -> None:
+        """PUT one of imagectl's own artifacts (a move record, a deletion mark) under ``name``."""
+        try:
+            self.client.put_manifest(self._path, name, manifest)
+        except AuthError:
+            raise
+        except RegistryError:  # most likely the empty config blob is not in this repository yet
+            self.client.upload_blob(self._path, _EMPTY_CONFIG, _EMPTY_CONFIG_DIGEST)
+            self.client.put_manifest(self._path, name, manifest)
+
+    def end_delete(self, mark: str | None) -> None:
+        """Remove the deletion mark ``mark`` (its own manifest: one GET, one DELETE; gone already is done).
+        Raises RegistryError when it cannot be deleted."""
+        if mark is None:
+            return
+        try:
+            manifest = self.client.get_manifest(self._path, mark)
+        except NotFoundError:
+            return
+        if _annotations(manifest).get(RECORD_ANNOTATION) == mark:  # only a mark's own manifest
+            self._delete_manifest(manifest.digest)
+
+    def deleting(self, digest: str) -> bool:
+        """Whether a prune is deleting image ``digest`` right now: a fresh deletion mark of it (one tag listing)."""
+        return bool(fresh_marks(self._all_tags(), digest, self._clock()))
+
     # -- the move log
 
     def moves(self, newest: int | None = None) -> list[Move]:
@@ -579,14 +679,7 @@ class RegistryTagStore:
         from ..registry.manifest import Manifest  # here: the registry package loads requests (see the top)
 
         name = record_tag(move.tag, record_time(self._clock(), self._records), secrets.token_hex(6))
-        manifest = Manifest.from_bytes(record_body(move, name), _OCI_MANIFEST)
-        try:
-            self.client.put_manifest(self._path, name, manifest)
-        except AuthError:
-            raise
-        except RegistryError:  # most likely the empty config blob is not in this repository yet
-            self.client.upload_blob(self._path, _EMPTY_CONFIG, _EMPTY_CONFIG_DIGEST)
-            self.client.put_manifest(self._path, name, manifest)
+        self._put_artifact(name, Manifest.from_bytes(record_body(move, name), _OCI_MANIFEST))
         self._written.add(name)
         self._trim()
         self._records.append(name)
@@ -714,6 +807,17 @@ class EngineTagStore:
 
     def delete_untagged(self, digest: str) -> None:
         """Nothing: the local engine holds no index children (see :meth:`children`)."""
+
+    def begin_delete(self, digest: str) -> str | None:
+        """None: removing a local tag never touches another, so a prune needs no deletion mark here."""
+        return None
+
+    def end_delete(self, mark: str | None) -> None:
+        """Nothing (see :meth:`begin_delete`)."""
+
+    def deleting(self, digest: str) -> bool:
+        """False (see :meth:`begin_delete`)."""
+        return False
 
     def moves(self, newest: int | None = None) -> list[Move]:
         """The local move log, oldest first (the newest ``newest`` only, when given); what cannot be read is

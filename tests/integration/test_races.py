@@ -1,4 +1,4 @@
-"""Two OS processes racing on one profile repository of a real registry: nothing lost.
+"""OS processes racing on one profile repository of a real registry: nothing lost.
 
 Each process runs 20 rounds of rollback, promote, build (a new image pushed, ``latest`` moved onto it, as
 ``build --force`` does), build-reuse (the one tag listing a reused build makes) and prune, through the library
@@ -9,7 +9,12 @@ with a different action, so the pairs meet (two moves, a move and a prune, a bui
 - 0 images lost: every immutable tag ever made still names the image it was made for, unless a prune reported
   deleting it, and every moving tag and channel points to a manifest whose blobs are all there.
 
-The repository is seeded with small real images pushed through the registry client (no docker build), as in
+Then ``promote --from OLDEST stable`` racing ``prune`` (issue 36, item 2): 20 rounds, each on a fresh repository
+where prune deletes the image promote moves ``stable`` onto, ``stable`` existing in half of them.  A promote that
+says it moved ``stable`` leaves it on that image, whole and still under its immutable tag; one that fails leaves
+``stable`` where it was; no tag ever names a manifest that is gone.
+
+The repositories are seeded with small real images pushed through the registry client (no docker build), as in
 ``test_tags.py``.
 """
 
@@ -43,7 +48,8 @@ ACTIONS = ("rollback", "promote", "build", "reuse", "prune", "rollback", "promot
 TIME_LIMIT_S = 60
 # a move may lose to the other process (its target pruned first, or nothing left to go back to): it must say so
 LOST_RACE = ("no longer exists", "no earlier immutable image", "does not exist yet", "has no such tag",
-             "since this", "was under way")  # another writer moved the tag under it (imagectl.tags.moves)
+             "since this", "was under way",  # another writer moved the tag under it (imagectl.tags.moves)
+             "deleted by a concurrent prune")  # its target went while it moved the tag
 
 
 def built_tag(worker: int, n: int) -> str:
@@ -210,3 +216,124 @@ def _attempt(call: Any) -> object:
         return call()
     except ImagectlError as exc:
         return exc
+
+
+# --------------------------------------------------------------------------------------------- promote vs prune
+
+PROMOTE_ROUNDS = 20
+
+
+def round_repo(n: int) -> str:
+    return f"promote-prune/r{n}/{PROFILE}"
+
+
+def promote_or_prune(role: str, host: str, barrier: Any, results: Any) -> None:
+    """One process: each round, when the round's repository is seeded, ``promote --from OLDEST stable`` or
+    ``prune --keep 1``; each outcome reported (a promote's result or error, a prune's deletions and failures)."""
+    for n in range(PROMOTE_ROUNDS):
+        try:
+            barrier.wait(60)
+        except threading.BrokenBarrierError:
+            return
+        store = _store(host, round_repo(n))
+        try:
+            if role == "promote":
+                time.sleep((n % 10) * 0.03)  # spread the promote over the prune's run
+                moved = promote(store, "stable", tag_of(1))
+                outcome: dict[str, Any] = {"changed": moved.changed, "target": moved.target, "note": moved.note}
+            else:
+                done = execute_prune(store, plan_for_store(store, 1, timedelta(0), datetime.now(timezone.utc)))
+                outcome = {"deleted": done.deleted, "failed": done.failed, "skipped": done.skipped}
+        except ImagectlError as exc:
+            outcome = {"error": str(exc), "exit": exc.exit_code}
+        except Exception:
+            outcome = {"crash": traceback.format_exc()}
+        results.put((n, role, outcome))
+
+
+def check_round(client: RegistryClient, repo: str, seeded: dict[int, str], stable_before: str | None,
+                outcomes: dict[str, dict[str, Any]]) -> list[str]:
+    """What went wrong in one round (nothing: [])."""
+    problems = [f"{role}: {o['crash']}" for role, o in outcomes.items() if "crash" in o]
+    promoted, pruned = outcomes["promote"], outcomes["prune"]
+    if pruned.get("failed") or "error" in pruned:
+        problems.append(f"prune failed: {pruned}")
+    broken = [t for t in client.list_tags(repo) if not is_reserved(t) and whole_image(client, repo, t) is None]
+    problems += [f"tag naming a manifest (or blobs) that is gone: {broken_why(client, repo, t)}" for t in broken]
+    stable = client.head_manifest(repo, "stable")
+    if "error" in promoted:
+        if stable != stable_before:
+            problems.append(f"promote failed ({promoted['error']}) but stable moved from {stable_before} to {stable}")
+        if promoted["exit"] == 0:
+            problems.append(f"promote failed with exit status 0: {promoted['error']}")
+    elif "changed" in promoted:
+        if stable != seeded[1]:
+            problems.append(f"promote said changed={promoted['changed']} ({promoted['note']}) but stable is {stable},"
+                            f" not {seeded[1]}")
+        elif client.head_manifest(repo, tag_of(1)) != seeded[1]:
+            problems.append(f"promote said changed but the image stable names lost its tag {tag_of(1)}")
+    return problems
+
+
+def broken_why(client: RegistryClient, repo: str, tag: str) -> str:
+    """What is wrong with ``tag``, which :func:`whole_image` found broken."""
+    digest = client.head_manifest(repo, tag)
+    if digest is None:
+        return f"{tag} is listed but names nothing (a delete's half-done tag)"
+    blobs = client.get_manifest(repo, digest).blobs()
+    return f"{tag} names {digest}, without blobs {[b.digest for b in blobs if not client.blob_exists(repo, b.digest)]}"
+
+
+def quick_seed(client: RegistryClient, repo: str, *, with_stable: bool) -> dict[int, str]:
+    """Days 1-4 under their immutable tags, ``latest`` (and ``stable`` when asked) on day 4, no move log: prune
+    --keep 1 deletes days 3, 2 and 1."""
+    seeded = {}
+    for day in range(1, 5):
+        image = make_sample_image({"layer.txt": f"{repo} built on day {day}\n".encode()}, labels=LABELS)
+        seeded[day] = push_sample_image(client, repo, tag_of(day), image)
+    latest = client.get_manifest(repo, seeded[4])
+    for pointer in ("latest", "stable") if with_stable else ("latest",):
+        client.put_manifest(repo, pointer, latest)
+    return seeded
+
+
+def test_promote_racing_prune_never_loses_or_breaks_the_channel(registry):
+    """Issue 36, item 2: ``promote --from A stable`` racing ``prune`` lost or broke ``stable`` in 6 of 20 rounds,
+    each time exiting 0 saying "changed"."""
+    client = RegistryClient(registry.host, insecure=True)
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(3), context.Queue()
+    processes = [context.Process(target=promote_or_prune, args=(role, registry.host, barrier, results))
+                 for role in ("promote", "prune")]
+    for process in processes:
+        process.start()
+    problems: dict[int, list[str]] = {}
+    tally: Counter[str] = Counter()
+    try:
+        for n in range(PROMOTE_ROUNDS):
+            repo = round_repo(n)
+            seeded = quick_seed(client, repo, with_stable=n % 2 == 0)
+            stable_before = client.head_manifest(repo, "stable")
+            barrier.wait(60)
+            outcomes = {}
+            for _ in range(2):
+                index, role, outcome = results.get(timeout=60)
+                assert index == n
+                outcomes[role] = outcome
+            promoted = outcomes["promote"]
+            tally["promote failed" if "error" in promoted else "promote moved"] += 1
+            if "error" in promoted:
+                print(f"round {n}: promote: {promoted['error']}")
+            tally["prune kept day 1" if tag_of(1) not in outcomes["prune"].get("deleted", ()) else "pruned day 1"] += 1
+            found = check_round(client, repo, seeded, stable_before, outcomes)
+            if found:
+                problems[n] = found
+    finally:
+        barrier.abort()
+        for process in processes:
+            process.join(10)
+            if process.is_alive():
+                process.kill()
+    print(f"{PROMOTE_ROUNDS} rounds: {dict(tally)}")
+    assert problems == {}, "\n".join(f"round {n}: {p}" for n, found in problems.items() for p in found)
+

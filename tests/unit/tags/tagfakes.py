@@ -29,6 +29,7 @@ class FakeStore:
         self.problems: list[str] = []  # what reading the log skipped, as the real stores report it
         self.written: set[int] = set()  # the log entries this store recorded itself
         self.contents: dict[str, tuple[ChildManifest, ...]] = {}  # index digest -> its children
+        self.marks: list[str] = []  # the digests prune has marked for deletion right now
 
     def add_index(self, tag: str | None, digest: str, children: dict[str, str]) -> None:
         """An index ``digest`` (under ``tag``, if given) naming ``children`` (digest -> platform), each an untagged
@@ -140,6 +141,21 @@ class FakeStore:
         self._hook("record", move.tag)
         self.written.add(len(self.log))
         self.log.append(move)
+
+    def begin_delete(self, digest: str) -> str | None:
+        """A deletion mark of ``digest`` (see imagectl.tags.store), held in ``marks``."""
+        self._hook("begin_delete", digest)
+        self.marks.append(digest)
+        return f"mark-{len(self.marks)}-{digest}"
+
+    def end_delete(self, mark: str | None) -> None:
+        self._hook("end_delete", mark or "")
+        if mark is not None:
+            self.marks.remove(mark.split("-", 2)[2])
+
+    def deleting(self, digest: str) -> bool:
+        self._hook("deleting", digest)
+        return digest in self.marks
 
 
 def digest_of(n: int) -> str:

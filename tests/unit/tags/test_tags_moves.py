@@ -202,7 +202,8 @@ def test_rollback_to_a_target_deleted_meanwhile_leaves_latest():
     assert store.tag_map["latest"] == digest_of(3)
 
 
-def test_rollback_puts_latest_back_when_a_concurrent_delete_takes_it_down():
+def test_a_rollback_whose_target_a_prune_deletes_right_after_the_put_fails_and_puts_latest_back():
+    """Issue 36, item 2: the move used to put its tag back on the deleted manifest and say "changed"."""
     store = three_builds()
     real_point = store.point
     points = []
@@ -214,10 +215,48 @@ def test_rollback_puts_latest_back_when_a_concurrent_delete_takes_it_down():
             store.remove_manifest(target)
 
     store.point = point_then_pruned  # type: ignore[method-assign]
-    result = rollback(store, to=tag_on(1))
-    assert points == [digest_of(1), digest_of(1)]
-    assert result.note == "put back after a concurrent delete"
-    assert store.tag_map["latest"] == digest_of(1) and digest_of(1) in store.manifests
+    logged = len(store.log)
+    with pytest.raises(OperationError, match="was deleted by a concurrent prune while this rollback") as failed:
+        rollback(store, to=tag_on(1))
+    assert f"latest is back on {digest_of(3)[:19]}; nothing is logged" in str(failed.value)
+    assert points == [digest_of(1), digest_of(3)]
+    assert store.tag_map["latest"] == digest_of(3) and len(store.log) == logged
+
+
+def test_a_promote_onto_a_new_channel_whose_target_a_prune_deleted_fails_and_leaves_no_channel():
+    store = three_builds()
+    store.hooks["deleting"] = lambda target: store.remove_manifest(target)  # the prune deleted it: stable went too
+    with pytest.raises(OperationError, match="stable does not exist, as before"):
+        promote(store, "stable", tag_on(1))
+    assert "stable" not in store.tag_map and all(m.tag != "stable" for m in store.log)
+
+
+def test_a_move_whose_target_lost_its_immutable_tag_under_it_fails():
+    """A PUT that brought a pruned manifest back: the tag stands, but the image's immutable tag is gone."""
+    store = three_builds()
+
+    def pruned_then_put_back(target: str) -> None:
+        del store.tag_map[tag_on(1)]
+
+    store.hooks["deleting"] = pruned_then_put_back
+    with pytest.raises(OperationError, match="was deleted by a concurrent prune"):
+        promote(store, "stable", tag_on(1))
+    assert "stable" not in store.tag_map
+
+
+def test_a_move_waits_while_a_prune_has_marked_its_target():
+    store = three_builds()
+    store.marks.append(digest_of(1))
+    waited = []
+
+    def decided(target: str) -> None:  # the prune decides (keeps the image) while the move waits
+        waited.append(target)
+        store.marks.remove(target)
+
+    store.hooks["deleting"] = lambda target: store.hooks.__setitem__("deleting", decided)
+    result = promote(store, "stable", tag_on(1))
+    assert result.changed and waited == [digest_of(1)] and store.tag_map["stable"] == digest_of(1)
+    assert [c for c in store.calls if c[0] == "deleting"] == [("deleting", digest_of(1))] * 2  # marked, then not
 
 
 def test_promote_from_latest_a_tag_and_another_channel():
@@ -246,7 +285,8 @@ def test_the_usual_rollback_reads_no_tag_listing():
     rollback(store)
     assert ("tags",) not in store.calls
     assert [c for c in store.calls if c[0] == "digest"] == [  # plan, target, re-read before the PUT, read back
-        ("digest", "latest"), ("digest", tag_on(2)), ("digest", "latest"), ("digest", "latest")
+        ("digest", "latest"), ("digest", tag_on(2)), ("digest", "latest"), ("digest", "latest"),
+        ("digest", tag_on(2)),  # and the target's immutable tag: still there, so no prune deleted it meanwhile
     ]
     store.calls.clear()
     rollback(store, to=tag_on(1))

@@ -99,9 +99,31 @@ def test_execute_puts_back_a_pointer_that_moved_onto_the_image_during_the_delete
 
     store.hooks["delete"] = rollback_meanwhile
     report = execute_prune(store, plan)
-    assert report.deleted == [tag_on(1)]
     assert report.restored == ["latest"]
     assert store.tag_map["latest"] == digest_of(1) and digest_of(1) in store.manifests
+    # the image stays after all, with its immutable tag (issue 36, item 2: it used to be reported deleted, tagless)
+    assert report.deleted == [] and report.skipped == [(tag_on(1), "latest moved onto its image while it was being "
+                                                                   "deleted")]
+    assert store.tag_map[tag_on(1)] == digest_of(1)
+
+
+def test_execute_marks_each_image_before_reading_the_tags_again_and_deleting_it():
+    store = seeded()
+    plan = plan_for(store, keep=3)  # deletes day 1 only
+    marked: list[str] = []
+
+    def promote_onto_a_new_channel(digest: str) -> None:  # after the plan and the first listing, before the mark
+        marked.append(digest)
+        store.tag_map["canary"] = digest_of(1)
+
+    store.hooks["begin_delete"] = promote_onto_a_new_channel
+    store.calls.clear()
+    report = execute_prune(store, plan)
+    assert marked == [digest_of(1)] and report.deleted == []
+    assert report.skipped == [(tag_on(1), "canary now points to its image")]
+    assert store.tag_map["canary"] == digest_of(1) and store.marks == []
+    names = [c[0] for c in store.calls]
+    assert names.index("begin_delete") < len(names) - 1 - names[::-1].index("tags") < names.index("end_delete")
 
 
 def test_execute_skips_a_new_immutable_tag_on_the_same_image():
@@ -132,15 +154,15 @@ def executed_with_two_pointers(images: int) -> tuple[dict[str, int], int]:
     return counted(store.calls), len(report.deleted)
 
 
-def test_execute_costs_one_listing_and_one_read_per_pointer_per_deleted_image():
+def test_execute_costs_a_mark_a_listing_and_two_reads_per_pointer_per_deleted_image():
     small, deleted_small = executed_with_two_pointers(10)
     large, deleted_large = executed_with_two_pointers(28)
     for calls, deleted in ((small, deleted_small), (large, deleted_large)):
-        assert calls["tags"] == 1  # one listing, however many images go (it was two per image)
-        assert calls["digest"] == 2 + 2 * deleted  # the two pointers at the start, then after each delete
-        assert calls["delete"] == deleted and "point" not in calls
+        assert calls["tags"] == 1 + deleted  # at the start, then right before each delete (after its mark)
+        assert calls["digest"] == 2 + 4 * deleted  # the two pointers at the start, then before and after each delete
+        assert calls["begin_delete"] == calls["end_delete"] == calls["delete"] == deleted and "point" not in calls
     per_image = (sum(large.values()) - sum(small.values())) / (deleted_large - deleted_small)
-    assert per_image == 3  # linear: two pointer reads and one delete per image
+    assert per_image == 8  # linear: a mark, a listing, four pointer reads, one delete, the mark removed
 
 
 def test_a_pointer_that_moved_makes_prune_list_again_and_see_new_tags():
@@ -159,5 +181,5 @@ def test_a_pointer_that_moved_makes_prune_list_again_and_see_new_tags():
     assert report.deleted == [tag_on(4), tag_on(1)]
     assert sorted(report.skipped) == sorted([(tag_on(3), f"{tag_on(8, 99)} now points to its image"),
                                              (tag_on(2), "canary now points to its image")])
-    assert counted(store.calls)["tags"] == 2  # the start, and once after latest was seen moving
+    assert counted(store.calls)["tags"] == 1 + 4 + 1  # the start, before each of 4 deletes, after latest moved
     assert store.tag_map["canary"] == digest_of(2) and store.tag_map[tag_on(8, 99)] == digest_of(3)
