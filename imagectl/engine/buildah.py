@@ -16,6 +16,13 @@ it with :func:`imagectl.registry.layout_push.push_layout`: each blob is asked fo
 another repository of the registry where one has it, so shared layers are never sent twice; the bytes really sent
 are reported.  ``run`` runs the image's entrypoint and the command in a throw-away working container
 (``buildah from`` + ``buildah run``), as ``docker run`` would; GPUs need podman (CDI ``nvidia.com/gpu=all``).
+
+What a build leaves if it dies: its long-running buildah calls end with it (:mod:`.process`: a build's stop, an
+interrupt, or the parent-death signal after ``kill -9``), and ``buildah bud --force-rm`` removes its working
+containers when it fails or is told to end (without it, every failed build kept one).  The working containers imagectl
+makes itself are named after the process that made them (:func:`run_container_name`: ``imagectl-run-PID.START-HEX``,
+:mod:`imagectl.owner`), so the next build, or ``imagectl sweep``, removes those of a process that is gone
+(:meth:`BuildahEngine.leftover_containers`).
 """
 
 from __future__ import annotations
@@ -32,12 +39,16 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import paths
 from ..errors import BuildError, EngineError, NotFoundError
+from ..owner import Owner, this_process
 from ..redact import redact
 from ..reference import PINNED_FROM
 from ..registry.layout import link_or_copy
+from ..stop import Stop
 from . import TAIL_LINES, EngineBuild, EngineName, ImageInfo, LayoutEngine, LineSink, Pushed, Staged
 from .layer_store import LayerStore, storage_layer_id
+from .process import child, run_child
 
 LOCAL_HOST = "localhost"
 COMPRESSIONS = ("gzip", "zstd")
@@ -112,9 +123,10 @@ class BuildahEngine(LayoutEngine):
                 return tuple(familiar(n) for n in image.get("names") or ())
         return ()
 
-    def build(self, context: Path, spec: EngineBuild, on_line: LineSink) -> str:
+    def build(self, context: Path, spec: EngineBuild, on_line: LineSink, *, stop: Stop | None = None) -> str:
         """Build ``context`` as ``spec`` says (``--layers``: each step is cached in containers-storage); streams
-        each output line to ``on_line``; returns the image id.  Raises BuildError carrying the last lines."""
+        each output line to ``on_line``; returns the image id.  Raises BuildError carrying the last lines, Stopped
+        when ``stop`` was set meanwhile (the build ended)."""
         with tempfile.TemporaryDirectory(prefix="imagectl-buildah-") as tmp:
             iidfile = Path(tmp) / "iid"
             dockerfile = context / "Dockerfile"
@@ -122,7 +134,7 @@ class BuildahEngine(LayoutEngine):
             dockerfile = self._with_canonical_bases(dockerfile, Path(tmp), spec.platform, on_line)
             argv = [*self._bud_options(spec), *self._registry_options(hosts),
                     "--iidfile", str(iidfile), "-f", str(dockerfile), str(context)]
-            tail = self._stream(argv, on_line)
+            tail = self._stream(argv, on_line, stop)
             image_id = iidfile.read_text().strip() if iidfile.exists() else ""
         if not image_id:
             raise BuildError("build finished without an image id", "build", "\n".join(tail))
@@ -164,7 +176,7 @@ class BuildahEngine(LayoutEngine):
 
     @staticmethod
     def _bud_options(spec: EngineBuild) -> list[str]:
-        argv = ["bud", "--layers", "--format", "oci"]
+        argv = ["bud", "--layers", "--force-rm", "--format", "oci"]
         if not os.environ.get("BUILDAH_ISOLATION"):
             argv += ["--isolation", "chroot"]
         if spec.network and spec.network != "default":
@@ -239,13 +251,13 @@ class BuildahEngine(LayoutEngine):
         info = self._run(["inspect", "--type", "image", _local_ref(image)], f"inspect {image}", parse=json.loads)
         config = (info.get("OCIv1") or {}).get("config") or {}
         entrypoint = list(config.get("Entrypoint") or ())
-        name = f"imagectl-run-{uuid.uuid4().hex[:12]}"
+        name = run_container_name()
         self._run(["from", "--pull-never", "--name", name, _local_ref(image)], f"run {image}")
         try:
             argv = ["run", "--isolation", os.environ.get("BUILDAH_ISOLATION") or "chroot"]
             if network and network != "default":
                 argv += ["--network", "private" if network == "bridge" else network]
-            done = self._call([*argv, name, "--", *entrypoint, *command], timeout=_RUN_TIMEOUT_S)
+            done = self._long([*argv, name, "--", *entrypoint, *command], timeout=_RUN_TIMEOUT_S)
             return done.returncode, done.stdout + done.stderr
         finally:
             self._call(["rm", name])
@@ -261,33 +273,37 @@ class BuildahEngine(LayoutEngine):
                               timeout=_RUN_TIMEOUT_S)
         return done.returncode, done.stdout + done.stderr
 
-    def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str], *,
-                    timeout: float | None = None) -> tuple[int, str]:
+    def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str], *,  # noqa: PLR0913
+                    timeout: float | None = None, stop: Stop | None = None) -> tuple[int, str]:
         """Run ``argv`` (not the image's entrypoint) in a throw-away working container of ``image``, each host folder
         of ``mounts`` bind-mounted read-write at its path in the container, for at most ``timeout`` seconds (default
-        600); (exit status, output).  (Chroot isolation has only the host's network: callers run fixed programs of
-        their own that use none.)"""
-        name = f"imagectl-run-{uuid.uuid4().hex[:12]}"
+        600); (exit status, output).  Its stdin is a pipe held open until this returns (its end: imagectl is gone);
+        ``stop`` ends it (raises Stopped).  (Chroot isolation has only the host's network: callers run fixed
+        programs of their own that use none.)"""
+        name = run_container_name()
         self._run(["from", "--pull-never", "--name", name, _local_ref(image)], f"run {image}")
         try:
             volumes = [arg for host, inside in sorted(mounts.items()) for arg in ("--volume", f"{host}:{inside}:rw")]
-            done = self._call(["run", "--isolation", os.environ.get("BUILDAH_ISOLATION") or "chroot",
-                               *volumes, name, "--", *argv], timeout=timeout or _RUN_TIMEOUT_S)
+            done = self._long(["run", "--isolation", os.environ.get("BUILDAH_ISOLATION") or "chroot",
+                               *volumes, name, "--", *argv], timeout=timeout or _RUN_TIMEOUT_S, stop=stop,
+                              hold_stdin=True)
             return done.returncode, done.stdout + done.stderr
         finally:
             self._call(["rm", name])
 
-    def load_layout(self, layout: Path) -> str:
+    def load_layout(self, layout: Path, *, stop: Stop | None = None) -> str:
         """Load the OCI layout ``layout`` (one image) into containers-storage as
         ``localhost/imagectl-assembled:sha256-HEX`` (HEX: its id; the name goes when :meth:`tag` names it, so a
         pruned tag frees the image); returns the image id.  Its blobs are remembered, so
         :meth:`push_layout` and :meth:`export_layout` use them as they are.  buildah names an image it loads from a
         layout after the layout's path, which must then be an image name: it loads it through a symbolic link of
-        such a name in the temporary folder, removed again.  Raises BuildError (step ``build``) when it cannot."""
+        such a name in the temporary folder, removed again.  Raises BuildError (step ``build``) when it cannot,
+        Stopped when ``stop`` was set meanwhile."""
         link = _layout_link()
         try:
             link.symlink_to(layout.resolve(), target_is_directory=True)
-            out = self._run(["pull", "--quiet", f"oci:{link}"], f"load {layout}", failure=BuildError, step="build")
+            out = self._run(["pull", "--quiet", f"oci:{link}"], f"load {layout}", failure=BuildError, step="build",
+                            stop=stop)
             image_id = out.strip().splitlines()[-1].removeprefix("sha256:")
             self._run(["tag", image_id, f"{ASSEMBLED_REPO}:sha256-{image_id}"], "name the assembled image",
                       failure=BuildError, step="build")
@@ -300,14 +316,15 @@ class BuildahEngine(LayoutEngine):
         self._staged.clear()  # the image uses them now
         return image_id
 
-    def stage_layer(self, diff_ids: Sequence[str], blob: Callable[[], Path]) -> Staged:
+    def stage_layer(self, diff_ids: Sequence[str], blob: Callable[[], Path], *, stop: Stop | None = None) -> Staged:
         """Put the last layer of ``diff_ids`` (an image's layers from the bottom up; each lower one staged or already
         there) into containers-storage from its blob file (``blob()`` says where: asked only when the layer must be
         imported), under the id a pull of that image gives it, so that :meth:`load_layout` finds it made
         (:mod:`.layer_store`).  ``imported``, ``present`` (another build or pull made it), or ``unsupported`` where
         the ``containers-storage`` program is missing or the store is rootless.
         Raises EngineError when the store refuses the layer, BuildError when the store's layer of that id does not
-        hold ``diff_ids[-1]`` (a pull would trust it)."""
+        hold ``diff_ids[-1]`` (a pull would trust it), Stopped when ``stop`` was set meanwhile (the import ended; the
+        store removes a layer it did not finish)."""
         store = self._layer_store()
         if store is None:
             return "unsupported"
@@ -316,7 +333,7 @@ class BuildahEngine(LayoutEngine):
         found = store.layer(layer_id)
         if found is None:
             try:
-                store.put(layer_id, storage_layer_id(diff_ids[:-1]) if len(diff_ids) > 1 else "", blob())
+                store.put(layer_id, storage_layer_id(diff_ids[:-1]) if len(diff_ids) > 1 else "", blob(), stop=stop)
                 self._staged.append(layer_id)
                 how = "imported"
             except EngineError:
@@ -359,15 +376,16 @@ class BuildahEngine(LayoutEngine):
             self._pushed.setdefault(info.id, set()).add(f"{repository}@{pushed.digest}")
         return pushed
 
-    def export_layout(self, image: str, dest: Path) -> None:
+    def export_layout(self, image: str, dest: Path, *, stop: Stop | None = None) -> None:
         """Write ``image`` as an OCI image layout in ``dest``, layers compressed as pushes compress them; an image
-        :meth:`load_layout` loaded from a layout that is still there is that layout (its files linked)."""
+        :meth:`load_layout` loaded from a layout that is still there is that layout (its files linked).  Raises
+        Stopped when ``stop`` was set meanwhile."""
         loaded = self._layouts.get(image.removeprefix("sha256:"))
         if loaded is not None and (loaded / "index.json").is_file():
             shutil.copytree(loaded, dest, copy_function=link_or_copy, dirs_exist_ok=True)
             return
         self._run(["push", "--quiet", "--format", "oci", "--compression-format", self._compression,
-                   _local_ref(image), f"oci:{dest}"], f"export {image}")
+                   _local_ref(image), f"oci:{dest}"], f"export {image}", stop=stop)
 
     def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool:
         """Copy ``image`` into the local Docker daemon as ``repository:TAG`` for each of ``tags`` (``buildah push
@@ -390,7 +408,7 @@ class BuildahEngine(LayoutEngine):
         loopback or marked insecure (containers/image, unlike dockerd, trusts no registry without TLS)."""
         argv = []
         config = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
-        if config.is_file():
+        if paths.is_file(config, what="the Docker config"):
             argv += ["--authfile", str(config)]
         if any(self._insecure(host) for host in hosts):
             argv.append("--tls-verify=false")
@@ -405,37 +423,78 @@ class BuildahEngine(LayoutEngine):
         except OSError as exc:
             raise EngineError(f"buildah {args[0]}: {exc.strerror or exc}") from None
 
-    def _run(self, args: Sequence[str], what: str, *, parse: Callable[[str], Any] | None = None,
-             failure: type[Exception] = EngineError, step: str = "") -> Any:
-        done = self._call(args)
+    def _long(self, args: Sequence[str], *, timeout: float | None = None, stop: Stop | None = None,
+              hold_stdin: bool = False) -> subprocess.CompletedProcess[str]:
+        """A call that may take long (:mod:`.process`: it ends with the build's ``stop`` and with imagectl)."""
+        try:
+            return run_child([self._binary, *args], stop=stop, timeout=timeout, hold_stdin=hold_stdin)
+        except subprocess.TimeoutExpired:
+            raise EngineError(f"buildah {args[0]}: no answer within {timeout:g}s") from None
+        except OSError as exc:
+            raise EngineError(f"buildah {args[0]}: {exc.strerror or exc}") from None
+
+    def _run(self, args: Sequence[str], what: str, *, parse: Callable[[str], Any] | None = None,  # noqa: PLR0913
+             failure: type[Exception] = EngineError, step: str = "", stop: Stop | None = None) -> Any:
+        done = self._long(args, stop=stop) if stop is not None else self._call(args)
         if done.returncode != 0:
             message = f"buildah: {what}: {redact(_last(done.stderr))}"
             raise BuildError(message, step, done.stderr[-4000:]) if failure is BuildError else failure(message)
         return parse(done.stdout) if parse else done.stdout
 
-    def _stream(self, args: Sequence[str], on_line: LineSink) -> deque[str]:
+    def _stream(self, args: Sequence[str], on_line: LineSink, stop: Stop | None = None) -> deque[str]:
+        """Run a build, each line of its output to ``on_line``; the last lines.  Ends it with ``stop`` (raises
+        Stopped) or an interrupt (:mod:`.process`); raises BuildError when it fails."""
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         try:
-            process = subprocess.Popen([self._binary, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1)
+            with child([self._binary, *args], stop=stop) as process:
+                assert process.stdout is not None
+                for line in process.stdout:
+                    line = line.rstrip("\n")
+                    if line.strip():
+                        tail.append(line)
+                        on_line(line)
         except OSError as exc:
             raise BuildError(f"build failed: buildah: {exc.strerror or exc}", "build") from None
-        assert process.stdout is not None
-        with process:
-            for line in process.stdout:
-                line = line.rstrip("\n")
-                if line.strip():
-                    tail.append(line)
-                    on_line(line)
+        if stop is not None:
+            stop.check()
         if process.returncode != 0:
             last = next((line for line in reversed(tail) if line.strip()), "buildah bud failed")
             raise BuildError(f"build failed: {last}", "build", "\n".join(tail))
         return tail
 
+    # ------------------------------------------------------------------------------------------ leftovers
+
+    def leftover_containers(self) -> list[tuple[str, Owner]]:
+        """The working containers imagectl made (:func:`run_container_name`) whose process is gone: (name, its
+        owner)."""
+        listed = self._run(["containers", "--json"], "containers", parse=_json_list)
+        found = [(str(c.get("containername") or ""), container_owner(str(c.get("containername") or "")))
+                 for c in listed]
+        return [(name, owner) for name, owner in found if owner is not None and not owner.alive()]
+
+    def remove_container(self, name: str) -> str:
+        """Remove the working container ``name`` (unmounted first by buildah); "" when it went, else why not."""
+        done = self._call(["rm", name])
+        return "" if done.returncode == 0 else _last(done.stderr)
+
 
 CANONICAL_BASE_REPO = f"{LOCAL_HOST}/imagectl-base"
 ASSEMBLED_REPO = f"{LOCAL_HOST}/imagectl-assembled"
 _LAYOUT_PATH = re.compile(r"(/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)+")
+
+
+_RUN_CONTAINER = re.compile(r"imagectl-run-(?P<owner>[0-9]+\.[0-9]+)-[0-9a-f]{12}")
+
+
+def run_container_name() -> str:
+    """A fresh name for a working container of this process: ``imagectl-run-PID.START-HEX``."""
+    return f"imagectl-run-{this_process().token}-{uuid.uuid4().hex[:12]}"
+
+
+def container_owner(name: str) -> Owner | None:
+    """The process a working container named by :func:`run_container_name` belongs to (None: another name)."""
+    match = _RUN_CONTAINER.fullmatch(name)
+    return Owner.parse(match["owner"]) if match else None
 
 
 def canonical_base(ref: str, platform: str | None = None) -> str:

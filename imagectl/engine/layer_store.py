@@ -19,6 +19,7 @@ writes the next ones.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -33,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BuildError, EngineError, ImagectlError
+from ..stop import Stop
 from . import LayoutEngine
+from .process import run_child
 
 TOOL = "containers-storage"
 _TIMEOUT_S = 1800  # one layer of several GB, on a slow disk
@@ -97,10 +100,12 @@ class LayerStore:
                                    str(item.get("compressed-diff-digest") or ""))
         return None
 
-    def put(self, layer_id: str, parent: str, blob: Path) -> None:
+    def put(self, layer_id: str, parent: str, blob: Path, *, stop: Stop | None = None) -> None:
         """Make layer ``layer_id`` on ``parent`` ("" for none) from the layer blob ``blob`` (compressed or not);
-        raises EngineError when the store refuses (an id already in use among them)."""
-        done = self._call(["import-layer", "--id", layer_id, "--file", str(blob), *([parent] if parent else [])])
+        raises EngineError when the store refuses (an id already in use among them), Stopped when ``stop`` was set
+        meanwhile (the import ended: the store removes a layer it did not finish)."""
+        done = self._call(["import-layer", "--id", layer_id, "--file", str(blob), *([parent] if parent else [])],
+                          stop=stop)
         if done.returncode != 0:
             raise EngineError(f"{TOOL}: import of layer {layer_id[:12]}: {_last(done)}")
 
@@ -108,31 +113,40 @@ class LayerStore:
         """Remove layer ``layer_id`` unless an image, a container or another layer uses it; whether it went."""
         return self._call(["delete-layer", layer_id]).returncode == 0
 
-    def _call(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        """Run one command, then ``shutdown``: the program, unlike buildah, leaves the store's driver folder
-        bind-mounted on itself when it exits; ``shutdown`` (not forced) undoes that unless a layer is mounted."""
-        try:
-            done = subprocess.run([*self._argv, *args], capture_output=True, text=True, check=False,
-                                  timeout=_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    def shutdown(self) -> None:
+        """Undo the bind mount of the store's driver folder on itself that the program leaves when it exits, unless a
+        layer is mounted (``shutdown``, not forced); never raises."""
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             subprocess.run([*self._argv, "shutdown"], capture_output=True, check=False, timeout=60,
                            stdin=subprocess.DEVNULL)
-            return done
+
+    def _call(self, args: Sequence[str], stop: Stop | None = None) -> subprocess.CompletedProcess[str]:
+        """Run one command (it ends with the build's ``stop`` and with imagectl: :mod:`.process`), then
+        :meth:`shutdown`, also when it was ended."""
+        try:
+            return run_child([*self._argv, *args], stop=stop, timeout=_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise EngineError(f"{TOOL} {args[0]}: no answer within {_TIMEOUT_S}s") from None
         except OSError as exc:
             raise EngineError(f"{TOOL} {args[0]}: {exc.strerror or exc}") from None
+        finally:
+            self.shutdown()
 
 
 class LayerStager:
     """Stages an image's layers into ``engine``'s store (:meth:`~imagectl.engine.LayoutEngine.stage_layer`), from the
     bottom up, in a thread of its own: :meth:`add` each layer in the image's order as soon as its blob is written,
     then :meth:`close`.  Where the engine cannot stage, or a layer fails to, the rest are left to the load (which
-    makes them itself: slower, the same image); a staged layer that is not what its diff_id says fails the build."""
+    makes them itself: slower, the same image); a staged layer that is not what its diff_id says fails the build.
 
-    def __init__(self, engine: LayoutEngine) -> None:
+    ``stop``: the build's stop; once it is set, nothing more is staged and an import under way ends.  ``ledger``: a
+    file that gets the store id of each layer imported, one a line, so that the layers of a build that died before
+    it could remove them are found by the next (:mod:`imagectl.images.sweep`)."""
+
+    def __init__(self, engine: LayoutEngine, *, stop: Stop | None = None, ledger: Path | None = None) -> None:
         self._engine, self._chain = engine, list[str]()
         self._queue: queue.SimpleQueue[tuple[str, Callable[[], Path]] | None] = queue.SimpleQueue()
-        self._abort = threading.Event()
+        self._abort, self._stop, self._ledger = threading.Event(), stop or Stop(), ledger
         self.done: dict[str, int] = {"imported": 0, "present": 0}
         self.seconds, self.stopped = 0.0, ""
         self.took: list[float] = []  # seconds of each layer staged, from the bottom up
@@ -165,11 +179,11 @@ class LayerStager:
     def _work(self) -> None:
         while (item := self._queue.get()) is not None:
             self._chain.append(item[0])
-            if self._abort.is_set() or self.stopped or self._error is not None:
+            if self._abort.is_set() or self._stop.is_set() or self.stopped or self._error is not None:
                 continue
             started = time.monotonic()
             try:
-                how = self._engine.stage_layer(tuple(self._chain), item[1])
+                how = self._engine.stage_layer(tuple(self._chain), item[1], stop=self._stop)
             except BuildError as exc:
                 self._error = exc
             except (ImagectlError, ValueError) as exc:  # ValueError: a diff_id that is not sha256:HEX
@@ -179,8 +193,25 @@ class LayerStager:
                     self.stopped = "the engine cannot: apt-get install containers-storage"
                 else:
                     self.done[how] += 1
+                    if how == "imported":
+                        self._note(storage_layer_id(self._chain))
             self.took.append(time.monotonic() - started)
             self.seconds += self.took[-1]
+
+
+    def _note(self, layer_id: str) -> None:
+        if self._ledger is not None:
+            with contextlib.suppress(OSError), self._ledger.open("a", encoding="ascii") as ledger:
+                ledger.write(layer_id + "\n")
+
+
+def staged_by(ledger: Path) -> list[str]:
+    """The store ids a :class:`LayerStager`'s ledger lists (none when it cannot be read)."""
+    try:
+        lines = ledger.read_text(encoding="ascii").split()
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [line for line in lines if len(line) == 64 and all(c in "0123456789abcdef" for c in line)]
 
 
 def _last(done: subprocess.CompletedProcess[str]) -> str:
