@@ -9,6 +9,9 @@ pushing the same ones at the same moment is harmless.
 
 An upload that fails is not the build's failure: the first error is logged, the rest are skipped, and the push
 sends whatever is missing (and fails then, with its own message, if the registry is really unreachable).
+
+A build that fails or is interrupted stops the uploads at once (:meth:`EarlyUpload.abort`, which the build's stop
+calls): the upload under way ends before its next piece, its session cancelled, and nothing more is sent.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ..registry.access import client_for
 from ..registry.client import RegistryClient
 from ..registry.layout_push import BlobSender, LayoutPush
 from ..registry.manifest import Descriptor
+from ..stop import Stop, Stopped
 
 ClientFor = Callable[[], AbstractContextManager[RegistryClient]]
 
@@ -41,7 +45,7 @@ class EarlyUpload:
     def __init__(self, connect: ClientFor, repository: str, log: LineSink) -> None:
         self._connect, self._repository, self._log = connect, repository, log
         self._queue: queue.SimpleQueue[tuple[Path, Descriptor] | None] = queue.SimpleQueue()
-        self._abort = threading.Event()
+        self._abort = Stop()
         self._sent: LayoutPush | None = None
         self.failed, self.seconds = "", 0.0
         self._thread = threading.Thread(target=self._work, name="imagectl-upload", daemon=True)
@@ -69,9 +73,14 @@ class EarlyUpload:
                       f"{human_bytes(sent.total)} in {self.seconds:.0f} s")
         return sent
 
-    def close(self) -> None:
-        """Stop after the upload in progress (a build that failed); nothing more is sent."""
+    def abort(self) -> None:
+        """Stop the uploads (a build that failed, or an interrupt): the one under way ends before its next piece and
+        nothing more is sent; returns at once (:meth:`close` waits for the thread)."""
         self._abort.set()
+
+    def close(self) -> None:
+        """:meth:`abort`, and wait for the thread to end."""
+        self.abort()
         self._stop()
 
     def _stop(self) -> None:
@@ -84,13 +93,15 @@ class EarlyUpload:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         try:
             with self._connect() as client:
-                sender = BlobSender(client, self._repository)
+                sender = BlobSender(client, self._repository, stop=self._abort)
                 while (item := self._queue.get()) is not None:
                     if self._abort.is_set() or self.failed:
                         continue
                     started = time.monotonic()
                     try:
                         sender.send(*item)
+                    except Stopped:
+                        continue
                     except Exception as exc:  # noqa: BLE001 -- not the build's failure: logged, and the push sends it
                         self.failed = str(exc) or type(exc).__name__
                         self._log(f"uploading layers before the check stopped ({exc}): the push sends them")

@@ -39,6 +39,7 @@ from pathlib import Path
 from ..errors import AuthError, NotFoundError, OperationError, RegistryError
 from ..progress.units import count_of, human_bytes
 from ..reference import check_tag
+from ..stop import Stop
 from .client import RegistryClient
 from .index_walk import walk_index
 from .layout import CheckedBlob, blob_path, manifest_of, root_manifest
@@ -135,19 +136,24 @@ class BlobSender:
     """Sends blobs to ``repository`` one at a time as :func:`push_layout` sends a layout's (present, mounted from
     another repository, or uploaded), before any manifest names them: a build uploads its layers while the rest of
     the image is still being made, and its push then finds them there.  Blobs alone change nothing a user sees (no
-    manifest, no tag).  One thread calls it; :attr:`sent` is what it did (its ``digest`` empty)."""
+    manifest, no tag).  One thread calls it; :attr:`sent` is what it did (its ``digest`` empty).  ``stop``: once it
+    is set, an upload under way ends before its next piece (its session cancelled) and :meth:`send` raises
+    Stopped."""
 
-    def __init__(self, client: RegistryClient, repository: str, *, mount_from: Sequence[str] = (),
-                 on_line: LineSink = _ignore, discover: bool = True) -> None:
-        self._client, self._repository = client, repository
+    def __init__(self, client: RegistryClient, repository: str, *, mount_from: Sequence[str] = (),  # noqa: PLR0913
+                 on_line: LineSink = _ignore, discover: bool = True, stop: Stop | None = None) -> None:
+        self._client, self._repository, self._stop = client, repository, stop
         self._sources = MountSources(client, repository, mount_from, discover=discover, on_line=on_line)
         self._progress = UploadProgress(on_line, 0, 0, float("inf"))
         self._tally = _Tally()
 
     def send(self, path: Path, blob: Descriptor) -> None:
         """Make the repository hold ``blob``, whose file is ``path``.  Raises as :func:`push_layout`."""
+        if self._stop is not None:
+            self._stop.check()
         self._progress.total += blob.size
-        _ensure_blob(self._client, path, self._repository, blob, self._sources, self._progress, self._tally)
+        _ensure_blob(self._client, path, self._repository, blob, self._sources, self._progress, self._tally,
+                     self._stop)
 
     @property
     def sent(self) -> LayoutPush:
@@ -158,7 +164,7 @@ class BlobSender:
 
 def _ensure_blob(  # noqa: PLR0913 - one blob's push needs its target, its file, its sources and the counters
     client: RegistryClient, path: Path, repository: str, blob: Descriptor, sources: "MountSources",
-    progress: "UploadProgress", tally: _Tally,
+    progress: "UploadProgress", tally: _Tally, stop: Stop | None = None,
 ) -> None:
     """Make ``repository`` hold ``blob``: present, mounted, or uploaded (see the module docstring)."""
     if client.blob_exists(repository, blob.digest):
@@ -175,7 +181,7 @@ def _ensure_blob(  # noqa: PLR0913 - one blob's push needs its target, its file,
         return
     assert session is not None  # a plain start (no mount asked) always opens a session
     try:
-        with CheckedBlob(path, blob, progress.sent) as reader:
+        with CheckedBlob(path, blob, progress.sent if stop is None else _stopping(progress.sent, stop)) as reader:
             client.finish_upload(repository, session, reader, blob.digest)
     except BaseException:
         client.cancel_upload(repository, session)
@@ -183,6 +189,16 @@ def _ensure_blob(  # noqa: PLR0913 - one blob's push needs its target, its file,
     tally.uploaded += blob.size
     tally.uploaded_blobs.append(blob.digest)
     progress.blob_done()
+
+
+def _stopping(on_bytes: Callable[[int], None], stop: Stop) -> Callable[[int], None]:
+    """``on_bytes``, after a check of ``stop`` (each piece of an upload: Stopped ends it)."""
+
+    def counted(size: int) -> None:
+        stop.check()
+        on_bytes(size)
+
+    return counted
 
 
 def _put_manifest(client: RegistryClient, repository: str, reference: str, manifest: Manifest) -> str:
