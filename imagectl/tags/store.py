@@ -58,7 +58,7 @@ usually one GET, plus one GET of ``imagectl-history`` only when no record moved 
 MOVES_READ) and one GET of ``imagectl-history`` when the repository still has one and fewer records than that.
 ``log_position(tag)`` is one tag listing; ``moves_since(tag, position)`` one tag listing and one GET per new
 record of ``tag`` (usually none).  ``begin_delete`` is one manifest PUT (as ``record``), ``end_delete`` one GET and
-one DELETE, ``deleting`` one tag listing.
+one DELETE, ``deleting`` one tag listing, ``image_id`` one GET.
 
 The local engine keeps its log in a JSON file under ``$XDG_STATE_HOME/imagectl/history`` (appends are
 serialised with a lock file, so none is lost; a file that cannot be read is kept beside it as ``.unreadable``
@@ -234,6 +234,7 @@ class TagStore(Protocol):
     def moves_since(self, tag: str, position: LogPosition) -> list[Move]: ...
     def record(self, move: Move) -> None: ...
     def tag_with_key(self, key: str) -> str | None: ...
+    def image_id(self, target: str) -> str | None: ...
     def begin_delete(self, digest: str) -> str | None: ...
     def end_delete(self, mark: str | None) -> None: ...
     def deleting(self, digest: str) -> bool: ...
@@ -540,6 +541,14 @@ class RegistryTagStore:
             return
         self._delete_manifest(digest)
 
+    def image_id(self, target: str) -> str | None:
+        """The image id of manifest ``target``: its config's digest, what Docker and buildah call the image's id
+        (a digest of its config: every label and every layer's diff id, whatever the layers' compression); None for
+        an index or a manifest without a config.  One GET.  Raises NotFoundError, RegistryError."""
+        manifest = self.client.get_manifest(self._path, target)
+        config = None if manifest.is_index else manifest.config()
+        return config.digest if config is not None else None
+
     def _index(self, target: str) -> Manifest | None:
         """The index ``target`` is, or None for an image manifest (one GET unless :meth:`digest` read it)."""
         if target not in self._indexes:
@@ -807,6 +816,10 @@ class EngineTagStore:
 
     def delete_untagged(self, digest: str) -> None:
         """Nothing: the local engine holds no index children (see :meth:`children`)."""
+
+    def image_id(self, target: str) -> str | None:
+        """``target`` itself: the local engine's digests are image ids."""
+        return target
 
     def begin_delete(self, digest: str) -> str | None:
         """None: removing a local tag never touches another, so a prune needs no deletion mark here."""

@@ -14,6 +14,12 @@ where prune deletes the image promote moves ``stable`` onto, ``stable`` existing
 says it moved ``stable`` leaves it on that image, whole and still under its immutable tag; one that fails leaves
 ``stable`` where it was; no tag ever names a manifest that is gone.
 
+And two identical builds racing (issue 36, item 2): 20 rounds of two processes publishing one image (the same
+image id in both, as two buildah builds of the same inputs give) under the immutable tag a build of it in that
+second gets, through the build's own steps (:func:`imagectl.images.immutable.existing_immutable`, then the engine's
+tag and push); in half the rounds the second starts when the first's push is done.  Both succeed and report the same
+image; a full build is not needed for that (and takes a minute).
+
 The repositories are seeded with small real images pushed through the registry client (no docker build), as in
 ``test_tags.py``.
 """
@@ -21,11 +27,13 @@ The repositories are seeded with small real images pushed through the registry c
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
 import threading
 import time
 import traceback
 from collections import Counter
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -337,3 +345,95 @@ def test_promote_racing_prune_never_loses_or_breaks_the_channel(registry):
     print(f"{PROMOTE_ROUNDS} rounds: {dict(tally)}")
     assert problems == {}, "\n".join(f"round {n}: {p}" for n, found in problems.items() for p in found)
 
+
+# --------------------------------------------------------------------------------------------- identical builds
+
+def small_buildah_image(folder: Path) -> str:
+    """A small image in buildah's storage (one file, a build key label); its id."""
+    (folder / "hello.txt").write_text("identical builds\n")
+    container = _buildah("from", "scratch")
+    try:
+        _buildah("add", container, str(folder / "hello.txt"), "/hello.txt")
+        _buildah("config", "--label", f"imagectl.build-key={'b' * 64}", container)
+        return _buildah("commit", "-q", container, "localhost/imagectl-test/identical-builds")
+    finally:
+        _buildah("rm", container)
+
+
+def _buildah(*argv: str) -> str:
+    done = subprocess.run(["buildah", *argv], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+
+
+def publish_as_a_build_does(index: int, host: str, image_id: str, barrier: Any, pushed: Any, results: Any) -> None:
+    """One process: each round, what a build does with its checked image (imagectl.images.builder): read the
+    immutable tag it would write (a tag naming this very image is not pushed again), tag locally, push."""
+    from imagectl.engine.select import make_engine
+    from imagectl.images.immutable import existing_immutable, image_of
+
+    engine = make_engine("buildah", insecure_hosts=(host,))
+    for n in range(ROUNDS):
+        try:
+            barrier.wait(60)
+        except threading.BrokenBarrierError:
+            return
+        repo = parse_reference(f"{host}/identical/r{n}/{PROFILE}")
+        tag = f"2.3.1-cu121-py3.11-20240301T120000-bbbbbbbbbb-{image_id.removeprefix('sha256:')[:12]}"
+        try:
+            if index == 1 and n % 2 == 0:
+                pushed.wait(60)  # this round the second build reads the tag when the first's push is done
+            store = RegistryTagStore(RegistryClient(host, insecure=True), repo)
+            existing = existing_immutable(store, tag, image_of(engine, repo, image_id, registry=True))
+            engine.tag(image_id, repo.familiar, tag)
+            target = existing or engine.push(repo.familiar, tag, lambda line: None).digest
+            outcome: dict[str, Any] = {"digest": target, "pushed": existing is None}
+        except ImagectlError as exc:
+            outcome = {"error": str(exc)}
+        except Exception:
+            outcome = {"error": traceback.format_exc()}
+        if index == 0:
+            pushed.set()
+        results.put((n, index, outcome))
+
+
+def test_identical_builds_racing_both_succeed_and_report_one_image(registry, tmp_path):
+    """Issue 36, item 2: two identical builds of one profile started together: one failed with "tag already names
+    another image", though both built the same thing."""
+    from tests.integration.support.skips import require_binary
+
+    require_binary("buildah")
+    image_id = small_buildah_image(tmp_path)
+    client = RegistryClient(registry.host, insecure=True)
+    context = multiprocessing.get_context("spawn")
+    barrier, pushed, results = context.Barrier(3), context.Event(), context.Queue()
+    processes = [context.Process(target=publish_as_a_build_does,
+                                 args=(i, registry.host, image_id, barrier, pushed, results)) for i in (0, 1)]
+    for process in processes:
+        process.start()
+    problems: list[str] = []
+    try:
+        for n in range(ROUNDS):
+            pushed.clear()
+            barrier.wait(120)
+            outcomes = {}
+            for _ in range(2):
+                index, worker_index, outcome = results.get(timeout=120)
+                assert index == n
+                outcomes[worker_index] = outcome
+            failed = [f"round {n}, build {i}: {o['error']}" for i, o in outcomes.items() if "error" in o]
+            problems += failed
+            if not failed:
+                tag = f"identical/r{n}/{PROFILE}"
+                named = {client.head_manifest(tag, t) for t in client.list_tags(tag)}
+                reported = {o["digest"] for o in outcomes.values()}
+                if len(reported) != 1 or named != reported:
+                    problems.append(f"round {n}: reported {reported}, the registry names {named}")
+    finally:
+        barrier.abort()
+        for process in processes:
+            process.join(10)
+            if process.is_alive():
+                process.kill()
+        subprocess.run(["buildah", "rmi", "-f", image_id], capture_output=True, timeout=120, check=False)
+    assert problems == [], "\n".join(problems)

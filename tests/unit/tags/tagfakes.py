@@ -30,6 +30,7 @@ class FakeStore:
         self.written: set[int] = set()  # the log entries this store recorded itself
         self.contents: dict[str, tuple[ChildManifest, ...]] = {}  # index digest -> its children
         self.marks: list[str] = []  # the digests prune has marked for deletion right now
+        self.image_ids: dict[str, str] = {}  # manifest digest -> its config digest, where not the digest itself
 
     def add_index(self, tag: str | None, digest: str, children: dict[str, str]) -> None:
         """An index ``digest`` (under ``tag``, if given) naming ``children`` (digest -> platform), each an untagged
@@ -141,6 +142,13 @@ class FakeStore:
         self._hook("record", move.tag)
         self.written.add(len(self.log))
         self.log.append(move)
+
+    def image_id(self, target: str) -> str | None:
+        """The config digest ``image_ids`` gives ``target``, else ``target`` itself (as a local engine's)."""
+        self._hook("image_id", target)
+        if target not in self.manifests:
+            raise NotFoundError(target)
+        return self.image_ids.get(target, target)
 
     def begin_delete(self, digest: str) -> str | None:
         """A deletion mark of ``digest`` (see imagectl.tags.store), held in ``marks``."""
