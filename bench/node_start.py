@@ -20,10 +20,10 @@ these are):
 Engines; every row runs on a cold node of its own, started on an empty store and deleted after:
 
 - ``docker``: a ``dockerd`` of the bench's own (the same Debian docker.io as the shared daemon) with its own
-  ``--data-root``, ``--exec-root``, socket and pidfile, no bridge and no iptables rules.  The shared daemon cannot
-  be emptied: it holds the stand-in base's layers for the test suite, and images with imagectl's reproducible
-  system layers, either of which would make a pull skip layers.  ``docker pull REF``, then ``docker run --network
-  none REF python -c "import torch"``.
+  ``--data-root``, ``--exec-root``, socket and pidfile, a bridge of its own (never docker0: ``--bridge none`` deletes
+  it) and no iptables rules.  The shared daemon cannot be emptied: it holds the stand-in base's layers for the test
+  suite, and images with imagectl's reproducible system layers, either of which would make a pull skip layers.
+  ``docker pull REF``, then ``docker run --network none REF python -c "import torch"``.
 - ``containerd``: Debian's ``containerd`` with its own ``--root``, ``--state`` and ``--address`` socket (and a config
   without the CRI plugin), not dockerd's.  ``ctr image pull --plain-http REF`` (fetch, then unpack into overlayfs),
   then ``ctr run REF ID python -c "import torch"``.
@@ -314,9 +314,13 @@ def docker_node(folder: Path) -> Iterator[Node]:
     folder.mkdir(parents=True)
     (folder / "daemon.json").write_text("{}\n")
     socket = folder / "docker.sock"
+    # A bridge of its own: a second dockerd started with --bridge none deletes the host's docker0 (which the shared
+    # daemon and the test suite's containers use); rows run with --network none, so the bridge carries nothing.
+    bridge = f"imgnode{os.getpid() % 10000}"
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True, capture_output=True)
     argv = ["dockerd", "--config-file", str(folder / "daemon.json"), "--data-root", str(folder / "data"),
             "--exec-root", str(folder / "exec"), "--pidfile", str(folder / "docker.pid"), "-H", f"unix://{socket}",
-            "--bridge", "none", "--iptables=false", "--ip-forward=false", "--ip-masq=false",
+            "--bridge", bridge, "--iptables=false", "--ip-forward=false", "--ip-masq=false",
             "--storage-driver", "overlay2", "--containerd-namespace", NAMESPACE,
             "--containerd-plugins-namespace", f"{NAMESPACE}-plugins"]
     log = folder / "dockerd.log"
@@ -330,6 +334,7 @@ def docker_node(folder: Path) -> Iterator[Node]:
     finally:
         stop(process, folder / "exec" / "containerd" / "containerd.pid")
         unmount_under(folder)
+        subprocess.run(["ip", "link", "delete", bridge], check=False, capture_output=True)
 
 
 CONTAINERD_CONFIG = """\
