@@ -113,6 +113,16 @@ def sign(payload_type: str, payload: bytes, signing: SigningKey, *, keyid: str |
                             "sig": base64.b64encode(signature).decode()}]}
 
 
+def hex_keyid(keyid: str) -> str:
+    """A signature's keyid as imagectl shows key ids (hex): a Sigstore hint (base64 of a sha256) turned back into
+    hex, any other keyid as it is (pure)."""
+    try:
+        raw = base64.b64decode(keyid, validate=True)
+    except (binascii.Error, ValueError):
+        return keyid
+    return raw.hex() if len(raw) == hashlib.sha256().digest_size and len(keyid) == 44 else keyid
+
+
 def names_key(keyid: object, public: PublicKey) -> bool:
     """Whether a signature's (unauthenticated) ``keyid`` names ``public``: its hex key id or its Sigstore hint."""
     return keyid in (public.keyid, sigstore_hint(public.keyid))

@@ -258,7 +258,8 @@ def _signature(envelope: Mapping[str, Any] | None, key: dsse.PublicKey | None) -
     try:
         dsse.verify(envelope, key)
     except dsse.SignatureError:
-        signers = [str(s.get("keyid") or "?") for s in envelope.get("signatures") or () if isinstance(s, dict)]
+        signers = [dsse.hex_keyid(str(s.get("keyid") or "?")) for s in envelope.get("signatures") or ()
+                   if isinstance(s, dict)]
         if any(dsse.names_key(signer, key) for signer in signers):
             return "invalid", f"its check report's signature by the [attest] key {_named(key)} does not verify"
         by = f"signed by another key (ed25519:{', '.join(s[:16] for s in signers)})" if signers else "not signed"

@@ -3,7 +3,8 @@
 Each case pushes one small ``linux/amd64`` image (through the registry client, no build) under the immutable tag a
 ``build --platform linux/amd64 --push`` of the profile would give it (its build key worked out as ``index`` works
 it out), attaches a passing check report of that platform (unsigned, signed by the team's key, or signed by
-another key) as ``build`` attaches one, and runs ``imagectl index`` on it:
+another key) as ``build`` attaches one (a Sigstore bundle), or as it attached one before bundles (imagectl's own DSSE
+artifact, which images pushed then still carry), and runs ``imagectl index`` on it:
 
 - with ``[attest]`` configured, an unsigned report and one signed by another key are refused (exit 1, one line
   naming the image and the reason, ``latest`` not moved); one signed by the key is taken;
@@ -16,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform as host_platform
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,7 @@ from imagectl.cli.workspace import Workspace
 from imagectl.config import load_config
 from imagectl.engine.select import engine_for
 from imagectl.evidence import dsse
-from imagectl.evidence.attach import PREDICATE_ANNOTATION, SIGNATURE_ANNOTATION, UNSIGNED
+from imagectl.evidence.attach import PREDICATE_ANNOTATION, SIGNATURE_ANNOTATION, UNSIGNED, attach_statements
 from imagectl.evidence.provenance import CheckFacts, EngineFacts, check_predicate
 from imagectl.evidence.statement import CHECK_REPORT, PAYLOAD_TYPE, statement, to_bytes
 from imagectl.images.builder import base_resolver
@@ -43,9 +45,11 @@ PROFILE = "torch-2.3-cu121-py3.11"
 AMD = "linux/amd64"
 
 
-def push_checked_image(config_file: Path, namespace: str, signing: dsse.SigningKey | None) -> tuple[str, str]:
+def push_checked_image(config_file: Path, namespace: str, signing: dsse.SigningKey | None,
+                       layout: str = "sigstore-bundle") -> tuple[str, str]:
     """Push the linux/amd64 image ``index`` looks for in ``namespace`` and attach a passing check report of it,
-    signed by ``signing`` (unsigned when None); (its immutable tag, its digest)."""
+    signed by ``signing`` (unsigned when None) in ``layout`` (a Sigstore bundle as ``build`` attaches it now, or
+    ``dsse``: imagectl's own envelope artifact, as images pushed before carry); (its immutable tag, its digest)."""
     config = load_config(str(config_file))
     profile = Workspace(config).profile(PROFILE)
     plan = plan_build(BuildRequest(profile, platforms=(AMD,)), config, base_resolver(config, engine_for(config)),
@@ -58,14 +62,18 @@ def push_checked_image(config_file: Path, namespace: str, signing: dsse.SigningK
     manifest = client.get_manifest(repo, digest)
     facts = CheckFacts(("python", "-m", "check"), False, {}, (), EngineFacts("buildah", "1"), AMD,
                        host_platform.machine())
-    payload = to_bytes(statement(plan.repository.familiar, digest, CHECK_REPORT, check_predicate(facts)))
+    document = statement(plan.repository.familiar, digest, CHECK_REPORT, check_predicate(facts))
+    subject = Descriptor(manifest.media_type, digest, len(manifest.raw))
+    if signing is not None and layout == "sigstore-bundle":
+        attach_statements(client, repo, subject, [(CHECK_REPORT, document)], signing, datetime.now(timezone.utc))
+        return tag, digest
+    payload = to_bytes(document)
     media_type, data, signature = PAYLOAD_TYPE, payload, UNSIGNED
     if signing is not None:
         media_type, signature = dsse.ENVELOPE_TYPE, f"ed25519:{signing.keyid}"
         data = to_bytes(dsse.sign(PAYLOAD_TYPE, payload, signing))
     annotations = {PREDICATE_ANNOTATION: CHECK_REPORT, SIGNATURE_ANNOTATION: signature}
-    attach(client, repo, Descriptor(manifest.media_type, digest, len(manifest.raw)),
-           Artifact(PAYLOAD_TYPE, media_type, data, annotations))
+    attach(client, repo, subject, Artifact(PAYLOAD_TYPE, media_type, data, annotations))
     return tag, digest
 
 
@@ -91,13 +99,15 @@ def index(run_cli, config: Path, *extra: str):
     return run_cli("--config", str(config), "index", PROFILE, "--platforms", AMD, *extra)
 
 
-@pytest.mark.parametrize("signer", ["unsigned", "another key"])
-def test_with_a_key_an_unsigned_report_or_one_signed_by_another_key_is_refused(run_cli, setup, registry, signer):
+@pytest.mark.parametrize(("signer", "layout"), [("unsigned", ""), ("another key", "sigstore-bundle"),
+                                                 ("another key", "dsse")])
+def test_with_a_key_an_unsigned_report_or_one_signed_by_another_key_is_refused(run_cli, setup, registry, signer,
+                                                                               layout):
     config_for, team, other = setup
-    namespace = f"index-refused-{signer.replace(' ', '-')}"
+    namespace = f"index-refused-{signer.replace(' ', '-')}-{layout}".rstrip("-")
     config = config_for(namespace, team)
     signing = None if signer == "unsigned" else dsse.load_signing_key(other)
-    tag, digest = push_checked_image(config, namespace, signing)
+    tag, digest = push_checked_image(config, namespace, signing, layout)
 
     refused = index(run_cli, config)
     assert refused.code == 1, refused.err
@@ -114,17 +124,19 @@ def test_with_a_key_an_unsigned_report_or_one_signed_by_another_key_is_refused(r
     assert RegistryClient(registry.host, insecure=True).head_manifest(f"{namespace}/{PROFILE}", "latest") is None
 
 
-def test_with_a_key_a_report_signed_by_it_is_taken(run_cli, setup, registry):
+@pytest.mark.parametrize("layout", ["sigstore-bundle", "dsse"])
+def test_with_a_key_a_report_signed_by_it_is_taken(run_cli, setup, registry, layout):
     config_for, team, _ = setup
-    config = config_for("index-signed", team)
-    tag, digest = push_checked_image(config, "index-signed", dsse.load_signing_key(team))
+    namespace = f"index-signed-{layout}"
+    config = config_for(namespace, team)
+    tag, digest = push_checked_image(config, namespace, dsse.load_signing_key(team), layout)
 
     done = index(run_cli, config, "--json")
     assert done.code == 0, done.err
     (entry,) = json.loads(done.out)["platforms"]
     assert (entry["tag"], entry["digest"]) == (tag, digest)
     assert entry["signature"] == f"verified ed25519:{dsse.load_signing_key(team).keyid[:16]}"
-    assert RegistryClient(registry.host, insecure=True).head_manifest(f"index-signed/{PROFILE}", "latest") == digest
+    assert RegistryClient(registry.host, insecure=True).head_manifest(f"{namespace}/{PROFILE}", "latest") == digest
 
 
 @pytest.mark.parametrize("signer", ["unsigned", "signed"])

@@ -102,6 +102,8 @@ def test_the_sigstore_hint_is_the_hex_key_id_in_base64():
     public = dsse.public_half(signing)
     assert dsse.names_key(signing.keyid, public) and dsse.names_key(spki_hint(signing), public)
     assert not dsse.names_key(spki_hint(signing_key()), public)
+    assert dsse.hex_keyid(spki_hint(signing)) == dsse.hex_keyid(signing.keyid) == signing.keyid  # shown in hex
+    assert dsse.hex_keyid("?") == "?" and dsse.hex_keyid("team-key") == "team-key"
 
 
 def _bundle(**change) -> bytes:
