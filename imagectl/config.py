@@ -148,6 +148,8 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None, c
     values = _flatten(raw, file.parent if file else cwd, where)
     overrides = _env_overrides(env, cwd)
     if ("mirrors", "*") in overrides:  # IMAGECTL_MIRRORS replaces the file's whole [mirrors] table
+        replaced = {key: value for key, value in values.items() if key[0] == "mirrors"}
+        _build(replaced, where)  # the file's table is still checked: a bad entry is bad input, replaced or not
         values = {key: value for key, value in values.items() if key[0] != "mirrors"}
     values.update(overrides)
     config = _build(values, str(file) if file else "defaults")
