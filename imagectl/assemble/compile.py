@@ -8,7 +8,8 @@ container of the system image (base, Python, venv) with a staging folder mounted
 the system image is built.  It writes :data:`VENV_FILE` at once (the venv's folders and the distributions it holds),
 waits for :data:`SOURCES_FILE` (:func:`write_sources`: the ``.py`` files staged at their paths in the image; None:
 the build stopped), compiles them hash-checked (PEP 552) as if they were at those paths, and writes
-:data:`PROBE_FILE`; :func:`read_probe` reads either answer.
+:data:`PROBE_FILE`; :func:`read_probe` reads either answer.  It ends when its stdin does: the engine holds that pipe
+open while imagectl runs, so a probe never outlives the build that started it (``kill -9`` included).
 
 Waiting in a running container lets the compile start the moment the sources are there, whatever else holds the
 engine's store then (a layer being staged into it): a container started at that moment was held up 10 s by the
@@ -45,9 +46,11 @@ def probe_folder(dest: Path) -> Path:
 
 def probe_argv(python: str, folder: Path, stage: Path, wait_s: float = WAIT_S) -> tuple[list[str], dict[Path, str]]:
     """The command that runs the probe of ``folder`` (:func:`probe_folder`) with the image's ``python`` on the
-    staging folder ``stage``, waiting at most ``wait_s`` seconds for the sources, and the mounts it needs (host
-    folder: path in the container) (pure)."""
-    return [python, f"{PROBE_DIR}/{PROBE_MODULE}", STAGE, f"{wait_s:g}"], {stage: STAGE, folder: PROBE_DIR}
+    staging folder ``stage``, waiting at most ``wait_s`` seconds for the sources and no longer than its stdin stays
+    open (the engine holds it open while imagectl runs: ``run_mounted``), and the mounts it needs (host folder: path
+    in the container) (pure)."""
+    return ([python, f"{PROBE_DIR}/{PROBE_MODULE}", STAGE, f"{wait_s:g}", "stdin"],
+            {stage: STAGE, folder: PROBE_DIR})
 
 
 @dataclass(frozen=True)

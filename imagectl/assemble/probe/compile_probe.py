@@ -1,5 +1,5 @@
 """The compile probe: runs in a container of the system image (base, Python, venv), by the venv's Python, with a
-staging folder mounted (``python compile_probe.py STAGE [WAIT_S]``).  Its host side is
+staging folder mounted (``python compile_probe.py STAGE [WAIT_S [stdin]]``).  Its host side is
 :mod:`imagectl.assemble.compile`.
 
 1. It writes :data:`VENV_FILE` at once: the venv's folders as ``sysconfig`` says and the distributions the venv
@@ -11,6 +11,11 @@ staging folder mounted (``python compile_probe.py STAGE [WAIT_S]``).  Its host s
    installed file), hash-checked (PEP 552: no timestamp, so the same source gives the same bytes), one process per
    core, skipping a file that does not compile as pip does (:func:`compile_sources`), and writes
    :data:`PROBE_FILE`: the same facts and the ``.pyc`` files made.
+
+Its life is tied to the imagectl process that started it: with ``stdin`` (the third argument), it reads its stdin,
+a pipe imagectl holds open, and when that ends (imagectl is gone, even killed with ``kill -9``, or its build stopped)
+it ends at once with its compile workers (:func:`exit_when_stdin_ends`, by SIGKILL), instead of waiting up to
+``WAIT_S`` for sources that will never come.
 
 Files appear by rename, never half-written.  Standard library only, no import of imagectl, syntax of Python 3.8:
 see :mod:`imagectl.assemble.probe`.
@@ -26,10 +31,13 @@ import importlib.util
 import json
 import os
 import py_compile
+import signal
 import sys
 import sysconfig
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import BinaryIO
 
 VENV_FILE = "venv.json"
 PROBE_FILE = "probe.json"
@@ -108,9 +116,40 @@ def compile_sources(stage: str, sources: list[str], workers: int | None = None) 
         return [made for made in pool.map(functools.partial(compile_one, stage), sources, chunksize=64) if made]
 
 
+def exit_when_stdin_ends(stdin: BinaryIO | None = None, end: Callable[[], None] | None = None) -> threading.Thread:
+    """Start a thread that reads ``stdin`` (default: this process's, as bytes) to its end, then calls ``end``
+    (default: :func:`end_now`); the thread."""
+    source = stdin if stdin is not None else sys.stdin.buffer
+    finish = end if end is not None else end_now
+
+    def watch() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while source.read(65536):
+                pass
+        finish()
+
+    thread = threading.Thread(target=watch, name="imagectl-parent", daemon=True)
+    thread.start()
+    return thread
+
+
+def end_now() -> None:
+    """End this process and its compile workers at once: the whole process group when this process leads one (it
+    makes one for itself in :func:`main`), else this process alone."""
+    print("imagectl probe: imagectl is gone (stdin ended): exiting", file=sys.stderr, flush=True)
+    if os.getpgrp() == os.getpid():
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def main(argv: list[str]) -> int:
-    """``STAGE [WAIT_S]``: the steps of the module docstring; the exit status (1: no sources in time)."""
+    """``STAGE [WAIT_S [stdin]]``: the steps of the module docstring; the exit status (1: no sources in time)."""
     stage = argv[0]
+    if argv[2:3] == ["stdin"]:
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)  # a group of its own, which its compile workers join: end_now ends them all
+        exit_when_stdin_ends()
     facts = venv_facts()
     write_json(stage, VENV_FILE, facts)
     try:

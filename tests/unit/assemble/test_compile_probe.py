@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import json
 import marshal
+import signal
+import subprocess
 import sys
+import threading
+import time
 from importlib.metadata import Distribution
 from pathlib import Path
 
@@ -17,8 +22,8 @@ import pytest
 from imagectl.assemble.compile import PROBE_DIR, STAGE, probe_argv, probe_folder, write_sources
 from imagectl.assemble.probe import compile_probe
 from imagectl.assemble.probe.compile_probe import (PROBE_FILE, SOURCES_FILE, VENV_FILE, compile_one,
-                                                   compile_sources, installed, main, metadata_folder, venv_facts,
-                                                   wait_for_sources, write_json)
+                                                   compile_sources, exit_when_stdin_ends, installed, main,
+                                                   metadata_folder, venv_facts, wait_for_sources, write_json)
 
 GOOD = "def answer():\n    raise ValueError('from the installed path')\n"
 
@@ -136,7 +141,7 @@ def test_the_probe_is_package_data_run_as_a_file_from_a_folder_of_its_own(tmp_pa
     assert [p.name for p in folder.iterdir()] == ["compile_probe.py"]
     assert (folder / "compile_probe.py").read_bytes() == Path(compile_probe.__file__).read_bytes()
     argv, mounts = probe_argv("/opt/venv/bin/python", folder, tmp_path / "stage", 3600)
-    assert argv == ["/opt/venv/bin/python", f"{PROBE_DIR}/compile_probe.py", STAGE, "3600"]
+    assert argv == ["/opt/venv/bin/python", f"{PROBE_DIR}/compile_probe.py", STAGE, "3600", "stdin"]
     assert mounts == {tmp_path / "stage": STAGE, folder: PROBE_DIR}
 
 
@@ -146,3 +151,55 @@ def test_the_probe_imports_nothing_but_the_standard_library():
              for alias in node.names}
     names |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert names <= set(sys.stdlib_module_names) | {"__future__"}, names - set(sys.stdlib_module_names)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _poll(condition, seconds: float = 60.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_the_probe_ends_when_its_stdin_does_instead_of_waiting_for_sources(tmp_path):
+    probe = subprocess.Popen([sys.executable, compile_probe.__file__, str(tmp_path), "600", "stdin"],
+                             stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert _poll(lambda: (tmp_path / VENV_FILE).exists())  # it runs, and waits for the sources
+    assert probe.poll() is None
+    probe.stdin.close()  # what the engine's end of the pipe does when imagectl is gone
+    assert probe.wait(60) == -signal.SIGKILL  # with its compile workers, whatever they were doing
+    assert "imagectl is gone (stdin ended)" in probe.stderr.read()
+    assert not (tmp_path / PROBE_FILE).exists()
+
+
+PARENT = """
+import subprocess, sys, time
+probe = subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2], "600", "stdin"], stdin=subprocess.PIPE)
+print(probe.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_probe_outlives_no_parent_killed_with_sigkill(tmp_path):
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, compile_probe.__file__, str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True)
+    pid = int(parent.stdout.readline())
+    assert _poll(lambda: (tmp_path / VENV_FILE).exists()) and not _gone(pid)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    assert _poll(lambda: _gone(pid))  # its stdin ended with its parent: it ended too (60 s allowed, not an hour)
+
+
+def test_a_stdin_that_ends_calls_the_end(tmp_path):
+    ended = threading.Event()
+    exit_when_stdin_ends(io.BytesIO(b"anything the host might write\n"), ended.set).join(10)
+    assert ended.is_set()
