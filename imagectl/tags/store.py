@@ -57,8 +57,8 @@ usually one GET, plus one GET of ``imagectl-history`` only when no record moved 
 ``moves(newest)`` (``history``) is one tag listing, one GET per record read (the newest ``newest``, at most
 MOVES_READ) and one GET of ``imagectl-history`` when the repository still has one and fewer records than that.
 ``log_position(tag)`` is one tag listing; ``moves_since(tag, position)`` one tag listing and one GET per new
-record of ``tag`` (usually none).  ``begin_delete`` is one manifest PUT (as ``record``), ``end_delete`` one GET and
-one DELETE, ``deleting`` one tag listing, ``image_id`` one GET.
+record of ``tag`` (usually none).  ``begin_delete`` is one manifest PUT (as ``record``), ``end_delete`` one
+DELETE, ``deleting`` one tag listing, ``image_id`` one GET.
 
 The local engine keeps its log in a JSON file under ``$XDG_STATE_HOME/imagectl/history`` (appends are
 serialised with a lock file, so none is lost; a file that cannot be read is kept beside it as ``.unreadable``
@@ -447,6 +447,7 @@ class RegistryTagStore:
         self._manifests: dict[str, Manifest] = {}  # digest -> Manifest read for point() or kept before a delete
         self._records: list[str] = []  # the record tags the last listing showed, oldest first
         self._written: set[str] = set()  # the record tags this store wrote
+        self._marks: dict[str, str] = {}  # deletion mark tag -> its manifest's digest, for marks this store put
 
     def tags(self) -> list[str]:
         """Every tag but imagectl's own records; [] for a repository that does not exist yet."""
@@ -609,7 +610,9 @@ class RegistryTagStore:
         from ..registry.manifest import Manifest  # here: the registry package loads requests (see the top)
 
         name = mark_tag(digest, self._clock(), secrets.token_hex(6))
-        self._put_artifact(name, Manifest.from_bytes(mark_body(digest, name), _OCI_MANIFEST))
+        mark = Manifest.from_bytes(mark_body(digest, name), _OCI_MANIFEST)
+        self._put_artifact(name, mark)
+        self._marks[name], self._manifests[mark.digest] = mark.digest, mark  # the bytes: see _delete_manifest
         return name
 
     def _put_artifact(self, name: str, manifest: Manifest) -> None:
@@ -623,16 +626,11 @@ class RegistryTagStore:
             self.client.put_manifest(self._path, name, manifest)
 
     def end_delete(self, mark: str | None) -> None:
-        """Remove the deletion mark ``mark`` (its own manifest: one GET, one DELETE; gone already is done).
-        Raises RegistryError when it cannot be deleted."""
-        if mark is None:
-            return
-        try:
-            manifest = self.client.get_manifest(self._path, mark)
-        except NotFoundError:
-            return
-        if _annotations(manifest).get(RECORD_ANNOTATION) == mark:  # only a mark's own manifest
-            self._delete_manifest(manifest.digest)
+        """Remove the deletion mark ``mark`` this store put: one DELETE of its own manifest (unique: it carries its
+        name), gone already is done.  Raises RegistryError when it cannot be deleted."""
+        digest = self._marks.pop(mark, None) if mark is not None else None
+        if digest is not None:
+            self._delete_manifest(digest)
 
     def deleting(self, digest: str) -> bool:
         """Whether a prune is deleting image ``digest`` right now: a fresh deletion mark of it (one tag listing)."""
