@@ -1,6 +1,6 @@
 """The one on-disk cache: results keyed by the content of everything they were computed from.
 
-Two kinds use it, each keyed by a *request* that is the whole input of its computation:
+Three kinds use it, each keyed by a *request* that is the whole input of its computation:
 
 - ``matrix`` (:func:`imagectl.matrix.cached.cached_matrix`): the loaded matrix, keyed by the SHA-256 of the bytes
   of every matrix file the loader parses (and the list of them) and of imagectl's own source; a changed, added or
@@ -8,6 +8,9 @@ Two kinds use it, each keyed by a *request* that is the whole input of its compu
   hash it); what a hit saves is parsing and validating them (``bench/startup.py``).
 - ``lock`` (:func:`imagectl.lock.make.lock_for_build`): a lock resolved at build time, keyed by the
   :class:`~imagectl.lock.make.LockRequest` the resolution reads, with its as-of *date* already resolved.
+- ``wheel-size`` (:mod:`imagectl.images.size_facts`): the sizes of one wheel (its bytes, its members' and its
+  ``.py`` members'), keyed by the sha256 the index lists for the file (its content): ``build --plan`` stores them,
+  ``show`` only reads them (:func:`peek`).
 
 Nothing else is kept: ``show``, ``validate``, ``list`` and a rendered context are computed afresh every run.
 
@@ -36,7 +39,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -157,6 +160,23 @@ def cached(kind: Kind[T], request: Mapping[str, JsonValue], compute: Callable[[]
     if _store(path, request, kind.encode(value), secret):
         _evict(path.parent, kind.name, keep=kind.keep, current=path)
     return value
+
+
+def peek(kind: Kind[T], requests: Sequence[Mapping[str, JsonValue]]) -> list[T | None]:
+    """The earlier result of ``kind`` for each of ``requests`` (as :func:`cached` stored it), None where there is
+    none (or the cache is off or unreadable); computes nothing and never raises.  For a reader that must not
+    compute: ``show`` prints the sizes a ``build --plan`` read, and reads no index itself."""
+    secret = None if os.environ.get("IMAGECTL_NO_CACHE") else cache_secret()
+    if secret is None:
+        return [None] * len(requests)
+    folder, out = cache_dir(), []
+    for request in requests:
+        path = folder / f"{kind.name}-{cache_key(kind.name, request)}.json"
+        found = _load(path, kind, request, secret) if path.exists() else None
+        if found is not None:
+            _touch(path)
+        out.append(found[0] if found is not None else None)
+    return out
 
 
 def _load(path: Path, kind: Kind[T], request: Mapping[str, JsonValue], secret: bytes) -> tuple[T] | None:

@@ -21,7 +21,7 @@ from . import paths
 from .errors import ConfigError, ValidationError
 from .reference import parse_reference
 from .tomlfile import load_toml
-from .grammar import check_env_name, check_host, check_text, check_url, url_credentials
+from .grammar import check_byte_size, check_env_name, check_host, check_text, check_url, url_credentials
 from .redact import redact
 
 NETWORK_MODES = ("default", "host", "bridge", "none")
@@ -46,7 +46,8 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "build": {"network": ("network", "build_network"), "ca_bundle": ("file", "ca_bundle"),
               "args": ("args", "build_args"), "engine": ("engine", "build_engine"),
               "install": ("install", "build_install"),
-              "platforms": ("platforms", "build_platforms"), "cache": ("cache_repo", "build_cache")},
+              "platforms": ("platforms", "build_platforms"), "cache": ("cache_repo", "build_cache"),
+              "size_budget": ("byte_size", "build_size_budget")},
     "paths": {"matrices": ("dirs", "matrix_dirs"), "templates": ("dirs", "template_dirs"),
               "context": ("dirs", "context_dirs"), "locks": ("dirs", "lock_dirs"),
               "advisories": ("dirs", "advisory_dirs")},
@@ -85,6 +86,7 @@ class Config:
     build_install: str = "assembled"  # INSTALLS; assembled: imagectl writes the lock's layers (buildah only), pip: RUN
     build_cache: str | None = None  # REGISTRY/REPO: buildah's --cache-from/--cache-to layer cache
     build_platforms: tuple[str, ...] = ()  # what build makes by default, as written (the CLI checks them); (): the host
+    build_size_budget: int | None = None  # bytes: the most an image's layers may weigh compressed (images/size.py)
     matrix_dirs: tuple[Path, ...] = ()
     template_dirs: tuple[Path, ...] = ()
     context_dirs: tuple[Path, ...] = ()
@@ -455,4 +457,5 @@ _CONVERTERS = {
     "args": _as_args,
     "as_of": _as_as_of,
     "fail_on": _as_fail_on,
+    "byte_size": lambda v, b: check_byte_size(v),
 }

@@ -203,3 +203,29 @@ def check_deb_package(value: object, what: str = "OS package") -> str:
     if not isinstance(value, str) or not _DEB_PACKAGE_RE.fullmatch(value):
         raise _fail(what, value, "a Debian package name of [a-z0-9+.-]")
     return value
+
+
+# A size as a person writes it: a whole number of bytes, or a number and a unit (decimal kB/MB/GB/TB as the engines
+# print sizes, binary KiB/MiB/GiB/TiB); at most MAX_BYTE_SIZE
+_BYTE_SIZE_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?) ?([a-zA-Z]*)")
+_BYTE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,  # units compared in lower case
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+MAX_BYTE_SIZE = 10**15  # 1 PB: more than any image; a bigger number is a typo
+
+
+def check_byte_size(value: object, what: str = "") -> int:
+    """Return a size in bytes from a whole number of bytes (``8000000000``) or text with a unit (``"8GB"``,
+    ``"7.5 GiB"``, ``"500MB"``; units in any case): more than 0 and at most :data:`MAX_BYTE_SIZE`; raises
+    ValidationError otherwise (its line starts with ``what``, when given)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    else:
+        match = _BYTE_SIZE_RE.fullmatch(value.strip()) if isinstance(value, str) else None
+        unit = (match.group(2) or "b").lower() if match else ""
+        plain = match is not None and unit in _BYTE_UNITS and not (unit == "b" and "." in match.group(1))
+        size = int(float(match.group(1)) * _BYTE_UNITS[unit]) if plain and match else 0
+    if not 0 < size <= MAX_BYTE_SIZE:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        line = f"{shown} is not a size such as \"8GB\", \"7.5GiB\" or a whole number of bytes (above 0, at most 1 PB)"
+        raise _error(f"{what}: {line}" if what else line, value)
+    return size

@@ -24,6 +24,7 @@ from ..reference import check_tag, parse_reference
 from ..requirements import check_requirement
 from ..tomlfile import key_line, line_of, parse_toml, table_line
 from ..grammar import (
+    check_byte_size,
     check_deb_package,
     check_driver,
     driver_key,
@@ -50,7 +51,7 @@ KEYS: dict[str, frozenset[str]] = {
     "lock": frozenset({"floors"}),
     "lock.floors": frozenset({"package", "version", "uploaded", "source"}),
     "framework": frozenset({"name", "label", "package", "companions", "cuda_tag", "index_url", "pypi_index_url",
-                            "check", "jit_packages", "layers", "pin_extras", "lock_requires"}),
+                            "check", "jit_packages", "layers", "pin_extras", "lock_requires", "size_budget"}),
     "release": frozenset({"version", "python", "companions", "variant", "unavailable"}),
     "release.variant": frozenset({"cuda", "pypi", "cudnn", "nccl", "archs", "pins", "unverified"}),
     "platforms.build": frozenset({"platforms", "evidence", "pins"}),  # [platforms.FW."VERSION"."CUDA"]
@@ -459,6 +460,8 @@ def _framework(src: _Source, data: dict[str, Any]) -> Framework:
         source=src.path,
         jit_packages=_jit_packages(src, body.get("jit_packages", []), start),
         lock_requires=_lock_requires(src, body.get("lock_requires", []), start),
+        size_budget=(src.check(check_byte_size, body["size_budget"], "[framework] size_budget", "size_budget")
+                     if "size_budget" in body else None),
         **_lock_shape(src, body, start),
     )
 

@@ -221,6 +221,9 @@ class Framework:
     # optional): the resolver picks their versions as of the lock's date
     lock_requires: tuple[str, ...] = ()
     lock_floors: tuple[LockFloor, ...] = ()  # the matrix's [lock] floors, set by the loader on every framework
+    # The most bytes an image of the framework may weigh, its layers compressed ([framework] size_budget); None: no
+    # budget (a team's [build] size_budget may still set one: the smaller applies, imagectl.images.size)
+    size_budget: int | None = None
 
     def own_layer_mib(self, layer: str) -> int:
         """The stored size in MiB from which a file of install layer ``layer`` is a layer of its own; 0 for never."""

@@ -49,6 +49,7 @@ class DistFile:
     metadata_hint: Mapping[str, str] | None = field(default=None, hash=False)
     yanked_reason: str | None = None
     upload_time: str | None = None  # PEP 700 (JSON pages only): ISO 8601 UTC, e.g. 2024-06-05T16:25:38.123Z
+    size: int | None = None  # PEP 700 (JSON pages only): the file's bytes; None when the page says none (or no count)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hashes", MappingProxyType(dict(self.hashes)))
@@ -179,6 +180,8 @@ def _json_file(page_url: str, entry: Any) -> DistFile:
     uploaded = entry.get("upload-time")
     if uploaded is not None and not isinstance(uploaded, str):
         raise index_error(page_url, f"malformed JSON index page: upload-time of {filename} is not a string")
+    size = entry.get("size")  # only ever an estimate's input (imagectl.images.size): one that is no count is unsaid
+    size = size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
     return DistFile(
         filename=filename,
         url=urljoin(page_url, url),
@@ -188,6 +191,7 @@ def _json_file(page_url: str, entry: Any) -> DistFile:
         metadata_hint=_json_metadata_hint(page_url, filename, hint),
         yanked_reason=yanked if isinstance(yanked, str) and yanked else None,
         upload_time=uploaded or None,
+        size=size,
     )
 
 
