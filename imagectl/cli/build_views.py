@@ -9,6 +9,7 @@ from typing import Any
 from ..images.builder import BuildResult, PlanEntry
 from ..redact import redact
 from ..tags.naming import short_digest
+from .size_views import report_dict, report_text
 from .table import format_table
 
 
@@ -39,6 +40,7 @@ def result_dict(r: BuildResult, secrets: Sequence[str] = ()) -> dict[str, Any]:
         "engine": r.engine or None, "reproducible": r.reproducible, "pushed_bytes": r.pushed_bytes,
         "platforms": [{"platform": p.platform, "digest": p.digest or None, "image_id": p.image_id or None,
                        "check": p.check or None, "check_seconds": p.check_seconds} for p in r.platforms],
+        "sizes": report_dict(r.sizes, secrets) if r.sizes else None,  # where a size budget applies
     }
     if r.status == "failed":
         out.update(step=r.step or None, error=redact(r.error, secrets),
@@ -53,18 +55,22 @@ def build_document(results: Sequence[BuildResult], secrets: Sequence[str] = ()) 
 
 def plan_table(entries: Sequence[PlanEntry], secrets: Sequence[str] = ()) -> str:
     """``build --plan`` as text: profile, action (reuse, build, refused), and the tag, build key or reason (the
-    reason redacted)."""
+    reason redacted); then each image's expected size and the budget's verdict."""
     def detail(e: PlanEntry) -> str:
         return {"reuse": e.tag, "build": f"build key {e.key[:10]}"}.get(e.action, redact(e.reason, secrets))
 
     rows = [{"profile": e.profile, "action": e.action, "detail": detail(e)} for e in entries]
-    return format_table(rows, ("profile", "action", "detail"))
+    sizes = [report_text(e.profile, report_dict(e.sizes, secrets)) for e in entries if e.sizes]
+    return "\n\n".join([format_table(rows, ("profile", "action", "detail")), *sizes])
 
 
 def plan_document(entries: Sequence[PlanEntry], secrets: Sequence[str] = ()) -> dict[str, Any]:
-    """``build --plan --json``: ``{"plan": [...]}``, each with the fields its action has (the reason redacted)."""
+    """``build --plan --json``: ``{"plan": [...]}``, each with the fields its action has (the reason redacted) and
+    its image's expected ``sizes`` (:func:`~.size_views.report_dict`)."""
     def entry(e: PlanEntry) -> dict[str, Any]:
         out: dict[str, Any] = {"profile": e.profile, "action": e.action}
+        if e.sizes:
+            out["sizes"] = report_dict(e.sizes, secrets)
         if e.action == "refused":
             return {**out, "reason": redact(e.reason, secrets)}
         out.update(repository=e.repository, key=e.key)

@@ -15,6 +15,7 @@ from ..matrix.runtime import runtime_toolkit
 from ..image_spec import ImageSpec
 from ..pip_index import index_url
 from ..tags.naming import moving_reference
+from .size_views import size_dict, size_text
 
 LIST_COLUMNS = ("name", "framework_version", "cuda", "cudnn", "nccl", "python", "min_driver", "verified", "base",
                 "platforms", "lock")
@@ -25,7 +26,7 @@ SHOW_KEYS = ("name", "framework", "framework_version", "cuda", "cuda_release", "
              "python_supported", "flavor", "os", "base_image", "base_image_pull", "end_of_life", "min_driver",
              "min_driver_compat",
              "gpu_archs", "pypi_default_build", "verified", "unverified", "companions", "notes", "index_url",
-             "packages", "platforms", "platform_evidence", "lock", "image")
+             "packages", "platforms", "platform_evidence", "lock", "size", "image")
 
 
 def list_table_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +69,15 @@ def lock_summary(found: FoundLock | None) -> dict[str, object] | None:
     }
 
 
+def size_of(profile: Profile, found: FoundLock | None, config: Config) -> dict[str, Any] | None:
+    """What ``show --json`` says of the image's expected size (:func:`~.size_views.size_dict`; None: no lock
+    applies).  Offline: the wheel cache and the sizes ``build --plan`` read (:mod:`imagectl.images.size_facts`)."""
+    from ..images.size_facts import profile_size
+
+    size = profile_size(profile, found.lock if found else None, config)
+    return size_dict(size) if size is not None else None
+
+
 def describe_profile(profile: Profile, config: Config, matrix: Matrix) -> dict[str, Any]:
     """Everything ``show --json`` prints for a profile (see README for the keys), in :data:`SHOW_KEYS` order: its
     facts, where a build pulls its base and installs from, and the lock it installs; the driver floors and GPU
@@ -84,6 +94,8 @@ def describe_profile(profile: Profile, config: Config, matrix: Matrix) -> dict[s
         "index_url": index_url(profile, config),
         # the lock a build installs; None: no lock file applies, the build locks at build time
         "lock": lock_summary(found),
+        # the expected size per layer group, from what the caches know (show reads no index or registry)
+        "size": size_of(profile, found, config),
         "image": moving_reference(profile.name, config).familiar,
     }
     return {key: described[key] for key in SHOW_KEYS}
@@ -110,6 +122,8 @@ def show_text(info: dict[str, Any]) -> str:
         elif key == "lock":
             value = (f"{value['origin']} {value['path']} ({len(value['packages'])} packages, as of {value['as_of']}, "
                      f"sha256 {value['sha256'][:12]})") if value else "none: locked at build time"
+        elif key == "size":
+            value = size_text(value)
         elif isinstance(value, list):
             value = " ".join(value)
         lines.append(f"{key:20} {value}")

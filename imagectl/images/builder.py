@@ -58,6 +58,7 @@ from .early_upload import EarlyUpload
 from .immutable import existing_immutable, image_of
 from .publish import Unattested, name_published, push_by_digest, unattested
 from .platforms import check_mode, index_key, this_host
+from .size_gate import SIZE_STEP, SizeReport, expected_gate, layout_gate, pushed_gate
 from .trace import Trace
 from .plan import BuildRequest, DigestOf, Plan, plan_build
 
@@ -105,6 +106,7 @@ class BuildResult:
     reproducible: bool | None = None  # whether that engine builds reproducibly (None: nothing was built)
     pushed_bytes: int | None = None  # the blob bytes the push sent (None: nothing pushed)
     platforms: list[PlatformResult] = field(default_factory=list)  # each platform's image (an index: several)
+    sizes: SizeReport | None = None  # the expected size, where a size budget applies (.size_gate)
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,7 @@ class PlanEntry:
     tag: str = ""
     key: str = ""
     reason: str = ""
+    sizes: SizeReport | None = None  # the expected size of its image (per platform) and the budget's verdict
 
 
 _NOT_MOVED = (f"{MOVING_TAG} not moved: an image of one platform ({{platform}}) of several, for "
@@ -149,7 +152,11 @@ def plan_many(requests: Sequence[BuildRequest], config: Config, engine: Engine) 
         try:
             plans = [plan_build(request, config, base_resolver(config, engine), Trace(), platform)
                      for platform in request.platforms]
-            entries.append(plan_entry(plans[0], open_tag_store(plans[0].repository, config, engine), plans))
+            sizes = expected_gate(plans, config, Trace().log, always=True)  # read, budget or not
+            entry = (PlanEntry(request.profile.name, "refused", reason=f"{SIZE_STEP}: {sizes.refusal}") if sizes
+                     and sizes.refusal else plan_entry(plans[0], open_tag_store(plans[0].repository, config, engine),
+                                                       plans))
+            entries.append(replace(entry, sizes=sizes))
         except ImagectlError as exc:
             entries.append(PlanEntry(request.profile.name, "refused", reason=str(exc)))
     return entries
@@ -313,6 +320,8 @@ def _check_tag_push(plan: Plan, store: TagStore, config: Config, engine: Engine,
     repo, publish, log = plan.repository, bool(config.registry_url), trace.log
     image_id, pip = built.image_id, built.pip
     checked, platform = check_built(plan, config, engine, image_id, trace)
+    if built.assembled is not None:  # the size budget, on the image as built: before it is pushed or tagged
+        layout_gate(plan, config, built.assembled.layout)
     this_image = image_of(engine, repo, image_id, registry=publish)
     with trace.timed("tag"):
         tag = immutable_tag(plan.request.profile, plan.key, image=image_id)
@@ -330,6 +339,8 @@ def _check_tag_push(plan: Plan, store: TagStore, config: Config, engine: Engine,
             pushed = push_by_digest(engine, image_id, repo, config, beat.sink,
                                     built.assembled.layout if built.assembled else None)
         target, pushed_bytes = pushed.digest, pushed.uploaded + (early.uploaded if early else 0)
+        if built.assembled is None:  # the size budget, on the pushed image: before its attestations and tags
+            pushed_gate(plan, config, repo, target)
     elif publish:
         log(f"{repo.familiar}:{tag} already names this image ({short_digest(existing)}): not pushed again")
     attested = attest_build(plan, config, engine, BuiltImage(image_id, target, checked), trace)  # SBOM, provenance
@@ -386,6 +397,7 @@ class _Job:
     plans: tuple[Plan, ...] = ()  # one per platform (the first is ``plan``)
     conflict: ExtrasConflictError | None = None
     result: BuildResult | None = None
+    sizes: SizeReport | None = None  # where a size budget applies
 
 
 def _job(request: BuildRequest, config: Config, make_log: Callable[[str], LineSink]) -> _Job:
@@ -427,6 +439,9 @@ def _plan_job(job: _Job, config: Config, engine: Engine) -> None:
     try:
         job.plans = tuple(plan_build(job.request, config, base_resolver(config, engine), job.trace, platform)
                           for platform in job.request.platforms)
+        job.sizes = expected_gate(job.plans, config, job.trace.log)  # over the budget: nothing is built
+        if job.sizes is not None and job.sizes.refusal:
+            raise BuildError(job.sizes.refusal, SIZE_STEP)
         job.plan = job.plans[0]
     except ExtrasConflictError as exc:
         job.conflict = exc
@@ -449,6 +464,7 @@ def _build_job(job: _Job, config: Config, engine: Engine, index_builder: IndexBu
     result = job.result
     assert result is not None  # a job was planned and built, or failed
     result.phases, result.seconds = job.trace.seconds, round(time.monotonic() - job.started, 1)
+    result.sizes = result.sizes or job.sizes
     return result
 
 

@@ -54,6 +54,8 @@ def use_engine(monkeypatch, fake: FakeEngine) -> FakeEngine:
     """Make ``fake`` the engine of ``build``; no real registry or base lookup is reachable."""
     monkeypatch.setattr(imagectl.cli.building, "engine_for", lambda config: fake)
     monkeypatch.setattr(builder, "resolve_base_digest", lambda base, config, engine: BASE_DIGEST)
+    # the expected size reads the index and the base's manifest (tests/unit/images/test_size_plan.py fakes both)
+    monkeypatch.setattr(builder, "expected_gate", lambda plans, config, log, *, always=False: None)
 
     def no_registry(host, **_):
         raise AssertionError(f"a unit test tried to reach registry {host}")

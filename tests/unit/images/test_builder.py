@@ -134,6 +134,19 @@ def bare(monkeypatch) -> set[str]:
 
 
 @pytest.fixture(autouse=True)
+def sized(monkeypatch) -> list:
+    """Reading an image's expected size reaches its index and its base's registry (tests/integration/
+    test_size_budget.py): here no budget applies, and ``build --plan`` records the platforms it would size."""
+    calls: list = []
+
+    def expected(plans, config, log, *, always=False):
+        calls.append([plan.platform for plan in plans] if always else None)
+
+    monkeypatch.setattr(builder, "expected_gate", expected)
+    return calls
+
+
+@pytest.fixture(autouse=True)
 def bases(monkeypatch) -> BaseDigests:
     found = BaseDigests()
     monkeypatch.setattr(builder, "resolve_base_digest", found)

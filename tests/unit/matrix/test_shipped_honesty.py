@@ -86,6 +86,8 @@ def fake_engine(monkeypatch):
     monkeypatch.setattr(builder, "open_tag_store", registry.open_tag_store)
     monkeypatch.setattr(imagectl.cli.building, "engine_for", lambda config: FakeEngine(registry))
     monkeypatch.setattr(builder, "resolve_base_digest", lambda base, config, engine: "sha256:" + "b" * 64)
+    # the expected size reads the index and the base's manifest (tests/unit/images/test_size_plan.py fakes both)
+    monkeypatch.setattr(builder, "expected_gate", lambda plans, config, log, *, always=False: None)
 
 
 def test_build_says_unverified_and_missing_companions_before_it_starts(run_cli, fake_engine):
