@@ -27,6 +27,7 @@ from enginefake import FakeEngine, FakeRegistry, check_report, push_by_digest
 from imagectl.config import Config
 from imagectl.errors import BuildError, ConfigError, OperationError
 from imagectl.images import builder, context_dirs, tester
+from imagectl.owner import this_process
 from imagectl.images.base_digest import resolve_base_digest
 from imagectl.images.build_key import build_key
 from imagectl.image_spec import ImageSpec
@@ -637,7 +638,7 @@ def test_a_build_context_lives_under_the_cache_dir_and_is_removed(profile, engin
     [made] = engine.builds
     context = Path(made.context)
     assert context.parent == contexts(tmp_path) and not context.exists()
-    assert context.name.startswith(f"{os.getpid()}-{context_dirs._host()}-")
+    assert context.name.startswith(f"{this_process().token}-{context_dirs._host()}-")  # PID.START: its process
     assert list(contexts(tmp_path).iterdir()) == []
 
 
