@@ -37,7 +37,6 @@ import sysconfig
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import BinaryIO
 
 VENV_FILE = "venv.json"
 PROBE_FILE = "probe.json"
@@ -116,15 +115,16 @@ def compile_sources(stage: str, sources: list[str], workers: int | None = None) 
         return [made for made in pool.map(functools.partial(compile_one, stage), sources, chunksize=64) if made]
 
 
-def exit_when_stdin_ends(stdin: BinaryIO | None = None, end: Callable[[], None] | None = None) -> threading.Thread:
-    """Start a thread that reads ``stdin`` (default: this process's, as bytes) to its end, then calls ``end``
-    (default: :func:`end_now`); the thread."""
-    source = stdin if stdin is not None else sys.stdin.buffer
+def exit_when_stdin_ends(fd: int = 0, end: Callable[[], None] | None = None) -> threading.Thread:
+    """Start a thread that reads the file descriptor ``fd`` (default: stdin) to its end, then calls ``end`` (default:
+    :func:`end_now`); the thread.  It reads the descriptor itself, never ``sys.stdin``: a process pool's worker,
+    forked while this thread waits in a read, closes ``sys.stdin`` first, and would wait forever for the lock of a
+    buffered reader that the read held at the fork."""
     finish = end if end is not None else end_now
 
     def watch() -> None:
-        with contextlib.suppress(OSError, ValueError):
-            while source.read(65536):
+        with contextlib.suppress(OSError):
+            while os.read(fd, 65536):
                 pass
         finish()
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import io
 import json
 import marshal
+import os
 import signal
 import subprocess
 import sys
@@ -201,5 +201,27 @@ def test_the_probe_outlives_no_parent_killed_with_sigkill(tmp_path):
 
 def test_a_stdin_that_ends_calls_the_end(tmp_path):
     ended = threading.Event()
-    exit_when_stdin_ends(io.BytesIO(b"anything the host might write\n"), ended.set).join(10)
-    assert ended.is_set()
+    read, write = os.pipe()
+    try:
+        watcher = exit_when_stdin_ends(read, ended.set)
+        os.write(write, b"anything the host might write\n")
+        assert not ended.wait(0.5)
+        os.close(write)
+        watcher.join(10)
+        assert ended.is_set()
+    finally:
+        os.close(read)
+
+
+def test_the_probe_compiles_with_its_worker_processes_while_it_watches_its_stdin(tmp_path, monkeypatch):
+    """A worker forked while the watcher waits in its read must not hang (it closes sys.stdin first)."""
+    stage_file(tmp_path, "/opt/p/m.py", GOOD)
+    write_sources(tmp_path, ["/opt/p/m.py"])
+    probe = subprocess.Popen([sys.executable, compile_probe.__file__, str(tmp_path), "60", "stdin"],
+                             stdin=subprocess.PIPE)
+    try:
+        assert probe.wait(120) == 0
+    finally:
+        probe.kill()
+        probe.stdin.close()
+    assert json.loads((tmp_path / PROBE_FILE).read_text())["pyc"] == [importlib.util.cache_from_source("/opt/p/m.py")]
