@@ -1,8 +1,9 @@
 """The engine's long-running child processes (``buildah bud``, ``buildah run``, ``buildah push``/``pull`` of a layout,
 ``containers-storage import-layer``), tied to the build that runs them.
 
-- A build's stop (:class:`imagectl.stop.Stop`: another part failed, or Ctrl-C) ends the child at once (SIGTERM, then
-  SIGKILL after :data:`GRACE_S`), and the call raises Stopped instead of the child's own failure.
+- A build's stop (:class:`imagectl.stop.Stop`: another part failed, or Ctrl-C) ends the child at once (its held
+  stdin closed, SIGTERM, then SIGKILL after :data:`GRACE_S`), and the call raises Stopped instead of the child's own
+  failure.
 - An exception in the waiting thread (KeyboardInterrupt in the main thread) ends the child before it is raised on,
   instead of waiting for the child to finish by itself (``Popen.__exit__`` would wait for a build of minutes).
 - The child gets SIGTERM when imagectl dies, even by ``kill -9`` (the kernel's parent-death signal, set by
@@ -43,7 +44,7 @@ def child(argv: Sequence[str], *, stop: Stop | None = None, hold_stdin: bool = F
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE if apart else subprocess.STDOUT,
                                text=True, errors="replace", bufsize=1)
     try:
-        with stop.hook(process.terminate) if stop is not None else contextlib.nullcontext():
+        with stop.hook(lambda: _halt(process)) if stop is not None else contextlib.nullcontext():
             yield process
             process.wait()
     except BaseException:
@@ -92,6 +93,25 @@ def _read_held(process: subprocess.Popen[str], timeout: float | None) -> str:
     if expired.is_set():
         raise subprocess.TimeoutExpired(process.args, timeout or 0, output)
     return output
+
+
+def _halt(process: subprocess.Popen[str]) -> None:
+    """Tell ``process`` to end without waiting (a stop's hook): its held stdin closed, SIGTERM now, SIGKILL after
+    :data:`GRACE_S` seconds if it is still running (``buildah run`` does not pass SIGTERM on to its program)."""
+    if process.stdin is not None:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+    with contextlib.suppress(OSError):
+        process.terminate()
+    timer = threading.Timer(GRACE_S, _kill_if_running, (process,))
+    timer.daemon = True
+    timer.start()
+
+
+def _kill_if_running(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(OSError):
+            process.kill()
 
 
 def end(process: subprocess.Popen[str]) -> None:

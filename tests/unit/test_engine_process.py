@@ -111,3 +111,24 @@ def test_a_held_stdin_reaches_its_end_when_the_parent_is_killed(tmp_path):
     parent.wait()
     assert _poll(lambda: marks.exists())
     assert marks.read_text() == "eof\n"
+
+
+def test_a_child_deaf_to_sigterm_is_killed_after_the_grace_and_a_held_stdin_is_closed_first(tmp_path):
+    stop, raised = Stop(), []
+    marks = tmp_path / "marks"
+    script = f"echo $$ > {marks}.pid; trap '' TERM; cat; echo eof >> {marks}; while :; do sleep 0.1; done"
+
+    def run() -> None:
+        try:
+            run_child(["sh", "-c", script], stop=stop, hold_stdin=True)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert _poll(lambda: Path(f"{marks}.pid").exists() and Path(f"{marks}.pid").read_text().strip())
+    stop.set()
+    assert _poll(lambda: marks.exists())  # its stdin ended at once
+    thread.join(60)  # then SIGKILL after the grace (10 s)
+    assert not thread.is_alive() and len(raised) == 1 and isinstance(raised[0], Stopped)
+    assert _gone(int(Path(f"{marks}.pid").read_text()))

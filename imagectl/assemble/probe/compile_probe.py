@@ -107,11 +107,25 @@ def compile_one(stage: str, path: str) -> str | None:
     return cached
 
 
+def end_with_parent(parent: int, poll: float = 1.0) -> threading.Thread:
+    """In a compile worker: a thread that ends this process once ``parent`` (the probe) is no longer its parent (it
+    died, even by SIGKILL: the worker would otherwise wait for work forever); the thread."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, name="imagectl-probe-parent", daemon=True)
+    thread.start()
+    return thread
+
+
 def compile_sources(stage: str, sources: list[str], workers: int | None = None) -> list[str]:
     """Compile every file of ``sources`` (:func:`compile_one`) on ``workers`` processes (default: one per core), in
     their order; the ``.pyc`` paths made."""
     count = workers or max(1, os.cpu_count() or 1)
-    with concurrent.futures.ProcessPoolExecutor(count) as pool:
+    with concurrent.futures.ProcessPoolExecutor(count, initializer=end_with_parent, initargs=(os.getpid(),)) as pool:
         return [made for made in pool.map(functools.partial(compile_one, stage), sources, chunksize=64) if made]
 
 

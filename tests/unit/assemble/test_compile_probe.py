@@ -225,3 +225,24 @@ def test_the_probe_compiles_with_its_worker_processes_while_it_watches_its_stdin
         probe.kill()
         probe.stdin.close()
     assert json.loads((tmp_path / PROBE_FILE).read_text())["pyc"] == [importlib.util.cache_from_source("/opt/p/m.py")]
+
+
+WORKER_PARENT = """
+import subprocess, sys, time
+code = ("import os, sys, time; sys.path.insert(0, sys.argv[1]); import compile_probe; "
+        "compile_probe.end_with_parent(os.getppid(), 0.1); time.sleep(600)")
+worker = subprocess.Popen([sys.executable, "-c", code, sys.argv[1]])
+print(worker.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_compile_worker_ends_when_the_probe_is_killed():
+    folder = str(Path(compile_probe.__file__).parent)
+    probe = subprocess.Popen([sys.executable, "-c", WORKER_PARENT, folder], stdout=subprocess.PIPE, text=True)
+    worker = int(probe.stdout.readline())
+    time.sleep(0.5)
+    assert not _gone(worker)
+    probe.send_signal(signal.SIGKILL)
+    probe.wait()
+    assert _poll(lambda: _gone(worker))  # not left waiting for work forever
