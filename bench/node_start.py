@@ -13,9 +13,9 @@ these are):
   (Docker 20.10: gzip, Docker's media types).
 - ``imagectl``: ``imagectl build torch-2.3-cu121-py3.11`` with ``[build] engine = "buildah"`` (the assembled
   path) in empty containers-storage, ``[registry] compression`` left at its default.
-- ``imagectl-zstd``: the same with ``[registry] compression = "zstd"``.  Today that changes the system image's
-  layers only: the lock layers reuse the wheels' deflate streams and stay gzip.  The ``layers`` column and the
-  per-layer listing say what the registry holds, layer by layer (from the manifest's media types).
+- ``imagectl-zstd``: the same with ``[registry] compression = "zstd"``: every layer zstd, those imagectl writes
+  itself included.  The ``layers`` column and the per-layer listing say what the registry holds, layer by layer
+  (from the manifest's media types).
 
 Engines; every row runs on a cold node of its own, started on an empty store and deleted after:
 
