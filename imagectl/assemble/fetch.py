@@ -17,7 +17,8 @@ index lists one file of a release with a lock's sha256 and another without any, 
 
 The cache is ``cache_dir/<sha256>/<file name>``.  A cached file is hashed again before it is used; one that does not
 match its name is replaced by a fresh download (written over, not deleted first: a process that has just put the
-right bytes there never loses them).  A download streams into a uniquely named temporary file in ``cache_dir``,
+right bytes there never loses them).  A download streams into a uniquely named temporary file in ``cache_dir``
+(named after its process: :func:`partial_prefix`),
 hashed as it comes, and is renamed into place (the folder of its sha256) only when that sha256 is one the file may
 have; on any failure it is removed.  Nothing but a verified file ever leaves this module: the layers are written from
 those.
@@ -79,6 +80,7 @@ from ..pypi.wheels import cpython_tag
 from ..redact import redact, userinfo_secrets
 from ..registry.body import read_some
 from ..registry.deadline import PROGRESS_BYTES
+from ..owner import this_process
 from ..stop import Stop, Stopped
 
 _PLATFORM = re.compile(r"(?P<arch>x86_64|i686|aarch64|armv7l|ppc64le|s390x|riscv64)-manylinux_2_(?P<minor>[0-9]+)")
@@ -460,7 +462,7 @@ def _store(response: requests.Response, wanted: _Wanted, job: _Job) -> tuple[Pat
     url, name = redact(wanted.file.url, job.secrets), wanted.file.filename
     try:
         job.cache_dir.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=job.cache_dir, prefix=f".{name}.", suffix=".part")
+        handle, temporary = tempfile.mkstemp(dir=job.cache_dir, prefix=partial_prefix(name), suffix=".part")
     except OSError as exc:
         raise _cache_error(job.cache_dir, exc) from None
     try:
@@ -476,6 +478,12 @@ def _store(response: requests.Response, wanted: _Wanted, job: _Job) -> tuple[Pat
             raise _cache_error(Path(temporary), exc) from None
         raise
     return path, size
+
+
+def partial_prefix(name: str) -> str:
+    """How a download's temporary file in the cache begins: ``.PID.START-NAME.`` (its process,
+    :mod:`imagectl.owner`), so that the one a killed build left is found (:mod:`imagectl.images.sweep`)."""
+    return f".{this_process().token}-{name}."
 
 
 def check_sha256(got: str, expected: Sequence[str], what: str) -> None:

@@ -27,7 +27,7 @@ class _Root(click.Group):
         "matrix": "matrix_cmd", "lock": "lock_cmd", "import": "import_cmd",
         "history": "tags_cmd", "rollback": "tags_cmd", "promote": "tags_cmd", "prune": "tags_cmd",
         "bases": "bases_cmd", "verify": "verify_cmd", "rebuild": "rebuild_cmd", "index": "index_cmd",
-        "advisories": "advisories_cmd", "diff": "diff_cmd",
+        "advisories": "advisories_cmd", "diff": "diff_cmd", "sweep": "sweep_cmd",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

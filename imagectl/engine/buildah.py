@@ -127,7 +127,7 @@ class BuildahEngine(LayoutEngine):
         """Build ``context`` as ``spec`` says (``--layers``: each step is cached in containers-storage); streams
         each output line to ``on_line``; returns the image id.  Raises BuildError carrying the last lines, Stopped
         when ``stop`` was set meanwhile (the build ended)."""
-        with tempfile.TemporaryDirectory(prefix="imagectl-buildah-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=temporary_prefix("buildah")) as tmp:
             iidfile = Path(tmp) / "iid"
             dockerfile = context / "Dockerfile"
             hosts = [*_from_hosts(dockerfile), *([spec.cache_repo.split("/", 1)[0]] if spec.cache_repo else [])]
@@ -217,7 +217,7 @@ class BuildahEngine(LayoutEngine):
         """Push ``repository:tag`` (``host/path``) blob by blob through the layout pusher; the bytes it sent."""
         if self._pusher is None:
             raise BuildError(f"push of {repository}:{tag}: this engine was made without a registry", "push")
-        with tempfile.TemporaryDirectory(prefix="imagectl-push-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=temporary_prefix("push")) as tmp:
             layout = Path(tmp) / "layout"
             on_line(f"push: writing {repository}:{tag} as an OCI layout ({self._compression} layers)")
             self._run(["push", "--quiet", "--format", "oci", "--compression-format", self._compression,
@@ -477,10 +477,35 @@ class BuildahEngine(LayoutEngine):
         done = self._call(["rm", name])
         return "" if done.returncode == 0 else _last(done.stderr)
 
+    def discard_layers(self, layer_ids: Sequence[str], *, dry_run: bool = False) -> list[str]:
+        """Remove those of the store's layers ``layer_ids`` (ids :meth:`stage_layer` gave them) that no image,
+        container or other layer uses, the last first; the ids removed (``dry_run``: those in the store, none
+        removed).  Where the ``containers-storage`` program is missing, none."""
+        store = self._layer_store()
+        if store is None:
+            return []
+        there = [layer_id for layer_id in layer_ids if store.layer(layer_id) is not None]
+        return there if dry_run else [layer_id for layer_id in reversed(there) if store.delete(layer_id)]
+
 
 CANONICAL_BASE_REPO = f"{LOCAL_HOST}/imagectl-base"
 ASSEMBLED_REPO = f"{LOCAL_HOST}/imagectl-assembled"
 _LAYOUT_PATH = re.compile(r"(/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)+")
+
+
+_TEMPORARY = re.compile(r"imagectl-(?:push|buildah)-(?P<owner>[0-9]+\.[0-9]+)-.+")
+
+
+def temporary_prefix(kind: str) -> str:
+    """How a temporary folder of this process begins: ``imagectl-KIND-PID.START-`` (a push writes a whole image
+    there)."""
+    return f"imagectl-{kind}-{this_process().token}-"
+
+
+def temporary_owner(name: str) -> Owner | None:
+    """The process a temporary folder named by :func:`temporary_prefix` belongs to (None: another name)."""
+    match = _TEMPORARY.fullmatch(name)
+    return Owner.parse(match["owner"]) if match else None
 
 
 _RUN_CONTAINER = re.compile(r"imagectl-run-(?P<owner>[0-9]+\.[0-9]+)-[0-9a-f]{12}")

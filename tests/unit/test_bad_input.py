@@ -58,6 +58,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "advisories": ("advisories", "list"),
     "index": ("index", PROFILE, "--platforms", "linux/amd64"),
     "diff": ("diff", PROFILE, f"{PROFILE}:stable"),
+    "sweep": ("sweep", "--dry-run"),
 }
 
 
@@ -412,6 +413,8 @@ CASES: dict[str, Case] = {
     "verify-registry-down": Case(("verify", PROFILE), REGISTRY, code=1),
     "verify-bad-public-key": Case(("verify", PROFILE), World({"imagectl.toml": '[attest]\npublic_key = "nokey.pem"\n'},
                                                            env={"IMAGECTL_REGISTRY_URL": CLOSED}), code=2),
+    # sweep
+    "sweep-unknown-flag": Case(("sweep", "--all"), code=2),
     # diff
     "diff-unknown-name": Case(("diff", PROFILE, "nope-9.9-cu999"), REGISTRY, code=2),
     "diff-bad-reference": Case(("diff", "UPPER/Case:x", PROFILE), REGISTRY, code=2),
