@@ -59,6 +59,7 @@ from .immutable import existing_immutable, image_of
 from .publish import Unattested, name_published, push_by_digest, unattested
 from .platforms import check_mode, index_key, this_host
 from .size_gate import SIZE_STEP, SizeReport, expected_gate, layout_gate, pushed_gate
+from .sweep import sweep_quietly
 from .trace import Trace
 from .plan import BuildRequest, DigestOf, Plan, plan_build
 
@@ -294,7 +295,7 @@ def built_image(plan: Plan, config: Config, engine: Engine, trace: Trace, *,
     if layouts is None:
         raise BuildError(f"[build] install = \"assembled\" needs the buildah engine; the {engine.name} engine builds "
                          "the lock with pip (set [build] install = \"pip\")", "build")
-    sweep_contexts()  # the folder is a build context's: a killed build's (GBs of layers) is swept by the next
+    sweep_quietly(layouts, trace.log)  # what killed builds left: their folders (GBs of layers), containers, layers
     try:
         work = contextlib.ExitStack()
         folder = work.enter_context(build_context())
