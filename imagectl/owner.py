@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from dataclasses import dataclass
 
 _TOKEN = re.compile(r"(?P<pid>[1-9][0-9]{0,9})\.(?P<start>[0-9]{1,20})")
@@ -49,6 +50,12 @@ def this_process() -> Owner:
     """The running process as an :class:`Owner`."""
     pid = os.getpid()
     return Owner(pid, max(process_start(pid) or 0, 0))
+
+
+def host_name() -> str:
+    """This host's name as imagectl's names carry it (letters, digits and dots; no ``-``, so a name parses
+    unambiguously): what a cache shared by several hosts (a home folder over NFS) tells apart."""
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
 
 
 def process_start(pid: int) -> int | None:

@@ -80,7 +80,7 @@ from ..pypi.wheels import cpython_tag
 from ..redact import redact, userinfo_secrets
 from ..registry.body import read_some
 from ..registry.deadline import PROGRESS_BYTES
-from ..owner import this_process
+from ..owner import host_name, this_process
 from ..stop import Stop, Stopped
 
 _PLATFORM = re.compile(r"(?P<arch>x86_64|i686|aarch64|armv7l|ppc64le|s390x|riscv64)-manylinux_2_(?P<minor>[0-9]+)")
@@ -481,9 +481,10 @@ def _store(response: requests.Response, wanted: _Wanted, job: _Job) -> tuple[Pat
 
 
 def partial_prefix(name: str) -> str:
-    """How a download's temporary file in the cache begins: ``.PID.START-NAME.`` (its process,
-    :mod:`imagectl.owner`), so that the one a killed build left is found (:mod:`imagectl.images.sweep`)."""
-    return f".{this_process().token}-{name}."
+    """How a download's temporary file in the cache begins: ``.PID.START-HOST-NAME.`` (its process and host,
+    :mod:`imagectl.owner`: the cache may be shared by hosts), so that the one a killed build left is found
+    (:mod:`imagectl.images.sweep`)."""
+    return f".{this_process().token}-{host_name()}-{name}."
 
 
 def check_sha256(got: str, expected: Sequence[str], what: str) -> None:

@@ -11,9 +11,7 @@ process has that id and it is older than a minute.
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -21,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..cache import cache_dir
-from ..owner import Owner, this_process
+from ..owner import Owner, host_name, this_process
 
 
 def contexts_root() -> Path:
@@ -30,8 +28,8 @@ def contexts_root() -> Path:
 
 
 def _host() -> str:
-    """This host's name as a context directory carries it (no ``-``, so the name parses unambiguously)."""
-    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
+    """This host's name as a context directory carries it (:func:`imagectl.owner.host_name`)."""
+    return host_name()
 
 
 @contextmanager

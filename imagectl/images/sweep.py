@@ -38,13 +38,13 @@ from ..engine import LayoutEngine
 from ..engine.buildah import temporary_owner
 from ..engine.layer_store import staged_by
 from ..errors import ImagectlError
-from ..owner import Owner
+from ..owner import Owner, host_name
 from .assembled import STAGED_LEDGER
 from .context_dirs import dead_contexts
 
 Kind = Literal["container", "staged layer", "work folder", "partial download", "temporary folder"]
 KINDS: tuple[Kind, ...] = ("container", "staged layer", "work folder", "partial download", "temporary folder")
-_PARTIAL = re.compile(r"\.(?P<owner>[0-9]+\.[0-9]+)-.+\.part")
+_PARTIAL = re.compile(r"\.(?P<owner>[0-9]+\.[0-9]+)-(?P<host>[A-Za-z0-9._]+)-.+\.part")
 
 
 @dataclass(frozen=True)
@@ -155,5 +155,6 @@ def _dead_files(folder: Path, owner_of: Callable[[str], Owner | None], kind: Kin
 
 
 def _owner(pattern: re.Pattern[str], name: str) -> Owner | None:
+    """The process of this host that ``name`` (matched by ``pattern``) says made it; None for another host's."""
     match = pattern.fullmatch(name)
-    return Owner.parse(match["owner"]) if match else None
+    return Owner.parse(match["owner"]) if match and match["host"] == host_name() else None

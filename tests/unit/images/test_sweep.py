@@ -31,8 +31,9 @@ def world(tmp_path: Path) -> tuple[Path, Path, dict[str, Path]]:
         "reused folder": cache / "contexts" / f"{reused.token}-{host}-def",
         "live folder": cache / "contexts" / f"{me.token}-{host}-ghi",
         "other host": cache / "contexts" / f"{dead.token}-elsewhere-jkl",
-        "dead part": cache / "wheels" / f".{dead.token}-torch-2.3.1-cp311-x.whl.a1b2.part",
-        "live part": cache / "wheels" / f".{me.token}-numpy-2.0-cp311-x.whl.c3d4.part",
+        "dead part": cache / "wheels" / f".{dead.token}-{host}-torch-2.3.1-cp311-x.whl.a1b2.part",
+        "live part": cache / "wheels" / f".{me.token}-{host}-numpy-2.0-cp311-x.whl.c3d4.part",
+        "other host's part": cache / "wheels" / f".{dead.token}-elsewhere-torch-2.3.1-x.whl.a1b2.part",
         "old part": cache / "wheels" / ".six-1.16-py3-none-any.whl.e5f6.part",  # no process in its name: kept
         "wheel": cache / "wheels" / ("a" * 64) / "six-1.16-py3-none-any.whl",
         "dead push": temporary / f"imagectl-push-{dead.token}-x1",
