@@ -204,6 +204,11 @@ def _stopping(on_bytes: Callable[[int], None], stop: Stop) -> Callable[[int], No
 def _put_manifest(client: RegistryClient, repository: str, reference: str, manifest: Manifest) -> str:
     """Put ``manifest`` under ``reference``; a refusal because a blob is gone becomes one clear line.
 
+    A refusal while every blob is there (looked at right after it) is put again once: another push of the same
+    blob (an identical build racing this one) was linking it into the repository at that moment, and CNCF
+    distribution answers 400 (``MANIFEST_BLOB_UNKNOWN``, ``DIGEST_INVALID``) for a blob whose link is being
+    rewritten.
+
     Raises OperationError when a blob or child manifest it needs is no longer in ``repository`` (deleted by
     another writer since it was pushed), AuthError, RegistryError otherwise.
     """
@@ -214,7 +219,7 @@ def _put_manifest(client: RegistryClient, repository: str, reference: str, manif
     except RegistryError as exc:
         missing = _missing(client, repository, manifest)
         if not missing:
-            raise
+            return client.put_manifest(repository, reference, manifest)
         raise OperationError(
             f"registry {client.host}: PUT manifest {repository}:{reference}: {missing} is no longer in {repository} "
             f"though it was pushed a moment ago (deleted by another writer or garbage collection?); push again "
