@@ -39,14 +39,18 @@ def existing_immutable(store: TagStore, tag: str, is_this_image: Callable[[str],
     RegistryError/EngineError when the tag cannot be read.
     """
     existing = store.digest(tag)
-    if existing is None or is_this_image(existing) or _same_content(store, existing, is_this_image):
+    if existing is None or same_image(store, existing, is_this_image):
         return existing
     raise OperationError(f"{store.repository.familiar}:{tag} already names another image ({short_digest(existing)}):"
                          " an immutable tag is never overwritten; nothing was pushed")
 
 
-def _same_content(store: TagStore, digest: str, is_this_image: Callable[[str], bool]) -> bool:
-    """Whether the image ``digest`` of ``store`` has the id of the local image ``is_this_image`` stands for."""
+def same_image(store: TagStore, digest: str, is_this_image: Callable[[str], bool]) -> bool:
+    """Whether the image ``digest`` of ``store`` is the one ``is_this_image`` stands for: it says so, or, for a
+    :class:`ThisImage` in a registry, the image under ``digest`` has its id (one GET; see the module docstring).
+    Raises RegistryError when that manifest cannot be read."""
+    if is_this_image(digest):
+        return True
     if not isinstance(is_this_image, ThisImage) or not is_this_image.registry:
         return False
     found = store.image_id(digest)

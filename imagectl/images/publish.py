@@ -40,6 +40,7 @@ from ..evidence.attach import missing_attestations
 from ..reference import Reference
 from ..tags.naming import MOVING_TAG, short_digest
 from ..tags.store import TagStore
+from .immutable import same_image
 
 
 def push_by_digest(engine: Engine, image_id: str, repo: Reference, config: Config,  # noqa: PLR0913
@@ -83,7 +84,7 @@ def name_published(store: TagStore, tag: str, target: str, is_this_image: Callab
     if found is None:
         store.point(tag, target)
         return True
-    if found == target or is_this_image(found):
+    if found == target or same_image(store, found, is_this_image):  # another build of this very image wrote it
         return False
     raise BuildError(f"{store.repository.familiar}:{tag} was written meanwhile and names another image "
                      f"({short_digest(found)}): an immutable tag is never overwritten; {short_digest(target)} is in "

@@ -16,9 +16,9 @@ says it moved ``stable`` leaves it on that image, whole and still under its immu
 
 And two identical builds racing (issue 36, item 2): 20 rounds of two processes publishing one image (the same
 image id in both, as two buildah builds of the same inputs give) under the immutable tag a build of it in that
-second gets, through the build's own steps (:func:`imagectl.images.immutable.existing_immutable`, then the engine's
-tag and push); in half the rounds the second starts when the first's push is done.  Both succeed and report the same
-image; a full build is not needed for that (and takes a minute).
+second gets, through the build's own steps (:func:`imagectl.images.immutable.existing_immutable`, the push by
+digest and :func:`imagectl.images.publish.name_published`); in half the rounds the second starts when the first
+has published.  Both succeed and report the same image; a full build is not needed for that (and takes a minute).
 
 The repositories are seeded with small real images pushed through the registry client (no docker build), as in
 ``test_tags.py``.
@@ -367,12 +367,16 @@ def _buildah(*argv: str) -> str:
 
 
 def publish_as_a_build_does(index: int, host: str, image_id: str, barrier: Any, pushed: Any, results: Any) -> None:
-    """One process: each round, what a build does with its checked image (imagectl.images.builder): read the
-    immutable tag it would write (a tag naming this very image is not pushed again), tag locally, push."""
+    """One process: each round, what a build does with its checked image (imagectl.images.builder, its attestations
+    aside): read the immutable tag it would write (a tag naming this very image is not pushed again), push by
+    digest, put the tag (read again first), tag locally."""
+    from imagectl.config import Config
     from imagectl.engine.select import make_engine
     from imagectl.images.immutable import existing_immutable, image_of
+    from imagectl.images.publish import name_published, push_by_digest
 
-    engine = make_engine("buildah", insecure_hosts=(host,))
+    config = Config(registry_url=host, insecure=True)
+    engine = make_engine("buildah", insecure_hosts=config.insecure_hosts)
     for n in range(ROUNDS):
         try:
             barrier.wait(60)
@@ -382,11 +386,14 @@ def publish_as_a_build_does(index: int, host: str, image_id: str, barrier: Any, 
         tag = f"2.3.1-cu121-py3.11-20240301T120000-bbbbbbbbbb-{image_id.removeprefix('sha256:')[:12]}"
         try:
             if index == 1 and n % 2 == 0:
-                pushed.wait(60)  # this round the second build reads the tag when the first's push is done
+                pushed.wait(60)  # this round the second build reads the tag when the first has published
             store = RegistryTagStore(RegistryClient(host, insecure=True), repo)
-            existing = existing_immutable(store, tag, image_of(engine, repo, image_id, registry=True))
+            this_image = image_of(engine, repo, image_id, registry=True)
+            existing = existing_immutable(store, tag, this_image)
+            target = existing or push_by_digest(engine, image_id, repo, config, lambda line: None).digest
+            if existing is None:
+                name_published(store, tag, target, this_image)
             engine.tag(image_id, repo.familiar, tag)
-            target = existing or engine.push(repo.familiar, tag, lambda line: None).digest
             outcome: dict[str, Any] = {"digest": target, "pushed": existing is None}
         except ImagectlError as exc:
             outcome = {"error": str(exc)}
