@@ -13,9 +13,9 @@ are known (:data:`PartHow`):
   a tar entry costs about what a zip entry does, and an engine that installs with pip compresses the same files
   again at a like ratio.  Unpacked: the sum of its members' sizes, read from the zip's central directory, what the
   install writes (RECORD aside);
-- ``estimate``: the ``.pyc`` files the image's Python compiles from the wheels' ``.py`` members, :data:`PYC_PER_PY`
-  bytes per ``.py`` byte; stored as they are in an assembled gzip layer (:mod:`imagectl.assemble.deflate` writes
-  stored blocks), else compressed to :data:`PYC_COMPRESSED` of that;
+- ``estimate``: the ``.pyc`` files the image's Python compiles from the wheels' ``.py`` members, :data:`PYC_PER_FILE`
+  bytes a file and :data:`PYC_PER_PY` per ``.py`` byte; stored as they are in an assembled gzip layer
+  (:mod:`imagectl.assemble.deflate` writes stored blocks), else compressed to :data:`PYC_COMPRESSED` of that;
 - ``rendered``: ``/opt/imagectl``'s files, whose bytes the plan holds (compressed as the layer writer would);
 - ``unknown``: what cannot be known before the build (the system layers), or was not fetched (``note`` says why).
 
@@ -43,9 +43,12 @@ from .image_facts import IMAGECTL_GROUP, SYSTEM_GROUP, GroupSize
 
 PartHow = Literal["manifest", "wheel", "estimate", "rendered", "unknown"]
 LayerKind = Literal["stored", "compressed"]  # how imagectl's own files (.pyc, /opt/imagectl) end up in their layer
-# .pyc bytes per .py byte: CPython 3.11's py_compile (checked-hash, as the image compiles) of the 12,719 .py files of
-# 144 packages (143 MB; pip, setuptools, numpy, requests, cryptography, ...) gave 202 MB of .pyc, 1.41 per byte
-PYC_PER_PY = 1.41
+# A .py file's .pyc: PYC_PER_FILE bytes plus PYC_PER_PY per byte of source.  CPython 3.11's py_compile (checked-hash,
+# as the image compiles) of the 12,719 .py files of 144 packages (143 MB; pip, setuptools, numpy, requests,
+# cryptography, ...) gave 202 MB of .pyc (1.41 bytes per byte in all), an empty module's .pyc 194 to 200 bytes: 200
+# bytes a file and the rest per byte of source fit both
+PYC_PER_FILE = 200
+PYC_PER_PY = 1.395
 # a .pyc byte compressed: the tar of those .pyc files at gzip level 6 was 0.33 of their bytes (zstd level 3, which an
 # assembled zstd build writes, is taken to compress them alike)
 PYC_COMPRESSED = 0.33
@@ -216,18 +219,19 @@ def wheel_part(package: LockedPackage, wheel: WheelSize | None, note: str) -> Pa
 
 
 def pyc_part(name: str, wheels: Sequence[WheelSize | None], kind: LayerKind) -> Part:
-    """The ``.pyc`` files compiled from the ``.py`` members of ``wheels``: :data:`PYC_PER_PY` bytes per ``.py``
-    byte, stored (plus :data:`STORED_ENTRY_BYTES` per file) or compressed to :data:`PYC_COMPRESSED`; unknown when
-    a wheel's members were not read."""
+    """The ``.pyc`` files compiled from the ``.py`` members of ``wheels``: :data:`PYC_PER_FILE` bytes a file and
+    :data:`PYC_PER_PY` per ``.py`` byte, stored (plus :data:`STORED_ENTRY_BYTES` per file) or compressed to
+    :data:`PYC_COMPRESSED`; unknown when a wheel's members were not read."""
     if any(w is None or w.py is None or w.py_files is None for w in wheels):
         return Part(name, None, None, "unknown", "needs every wheel's central directory")
     py = sum(w.py or 0 for w in wheels if w is not None)
     files = sum(w.py_files or 0 for w in wheels if w is not None)
-    unpacked = round(py * PYC_PER_PY)
+    unpacked = round(py * PYC_PER_PY) + files * PYC_PER_FILE
     compressed = unpacked + files * STORED_ENTRY_BYTES if kind == "stored" else round(unpacked * PYC_COMPRESSED)
     how = "stored" if kind == "stored" else f"compressed to {PYC_COMPRESSED}"
     return Part(name, compressed, unpacked, "estimate",
-                f"{files} .py files, {human_bytes(py)}: {PYC_PER_PY} bytes of .pyc per byte, {how}")
+                f"{files} .py files, {human_bytes(py)}: {PYC_PER_FILE} bytes of .pyc a file and {PYC_PER_PY} per "
+                f"byte, {how}")
 
 
 def files_part(files: Mapping[str, bytes] | None, kind: LayerKind) -> Part:

@@ -91,7 +91,7 @@ def test_plan_sizes_every_group_and_show_reads_them_offline(run_cli, setup, mirr
     torch = next(p for p in groups["framework"]["parts"] if p["name"].startswith("torch=="))
     assert torch["note"].startswith("torch-2.3.1-") and torch["note"].endswith(".whl")
     pyc, files = groups["imagectl"]["parts"]
-    assert pyc["how"] == "estimate" and pyc["compressed"] > 0 and "bytes of .pyc per byte" in pyc["note"]
+    assert pyc["how"] == "estimate" and pyc["compressed"] > 0 and "bytes of .pyc a file" in pyc["note"]
     assert files["how"] == "rendered" and 0 < files["unpacked"] < files["compressed"]  # stored, with tar headers
     assert expected["compressed"] == sum(g["compressed"] for g in expected["groups"])
 

@@ -24,6 +24,7 @@ from imagectl.grammar import check_byte_size
 from imagectl.images.image_facts import GroupSize
 from imagectl.images.size import (
     PYC_COMPRESSED,
+    PYC_PER_FILE,
     PYC_PER_PY,
     STORED_ENTRY_BYTES,
     BaseLayers,
@@ -156,11 +157,12 @@ def test_the_pyc_estimate_is_stored_in_an_assembled_gzip_layer_and_compressed_ot
     stored = {g.group: g for g in expected_size(inputs()).groups}["imagectl"]
     pyc, rendered = stored.parts
     assert pyc.name == ".pyc" and pyc.how == "estimate"
-    assert pyc.unpacked == round(py * PYC_PER_PY) and pyc.compressed == pyc.unpacked + files * STORED_ENTRY_BYTES
+    assert pyc.unpacked == round(py * PYC_PER_PY) + files * PYC_PER_FILE
+    assert pyc.compressed == pyc.unpacked + files * STORED_ENTRY_BYTES
     assert rendered.unpacked == sum(map(len, FILES.values()))
     assert rendered.compressed == rendered.unpacked + len(FILES) * STORED_ENTRY_BYTES
     zstd = {g.group: g for g in expected_size(inputs(kind="compressed")).groups}["imagectl"]
-    assert zstd.parts[0].compressed == round(round(py * PYC_PER_PY) * PYC_COMPRESSED)
+    assert zstd.parts[0].compressed == round((round(py * PYC_PER_PY) + files * PYC_PER_FILE) * PYC_COMPRESSED)
     assert zstd.parts[1].compressed < rendered.compressed  # deflated, not stored
 
 
@@ -168,8 +170,9 @@ def test_pip_puts_the_pyc_files_in_each_lock_layer():
     groups = {g.group: g for g in expected_size(inputs(kind="compressed", pyc_layer=False)).groups}
     assert [p.name for p in groups["imagectl"].parts] == ["/opt/imagectl files"]
     assert groups["framework"].parts[-1].name == ".pyc of the framework layer"
-    assert groups["framework"].parts[-1].unpacked == round(400 * PYC_PER_PY)
-    assert groups["framework"].compressed == 800 + round(round(400 * PYC_PER_PY) * PYC_COMPRESSED)
+    pyc = round(400 * PYC_PER_PY) + 20 * PYC_PER_FILE
+    assert groups["framework"].parts[-1].unpacked == pyc
+    assert groups["framework"].compressed == 800 + round(pyc * PYC_COMPRESSED)
 
 
 def test_what_is_not_fetched_is_unknown_with_why_never_a_guess():
@@ -201,7 +204,7 @@ def test_over_budget_names_the_five_largest_contributors_largest_first():
     named = refusal.split("the largest: ")[1].split(", ")
     assert [n.rsplit(" ", 2)[0] for n in named] == [".pyc", "torch==2.3.1", "nvidia-cudnn-cu12==8.9",
                                                      "/opt/imagectl files", "nvidia-nccl-cu12==2.20"]
-    assert named[0] == ".pyc 6.3 kB" and named[1] == "torch==2.3.1 800 B"
+    assert named[0] == ".pyc 11.9 kB" and named[1] == "torch==2.3.1 800 B"
 
 
 def test_a_floor_over_the_budget_is_over_it():
