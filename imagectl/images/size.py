@@ -72,11 +72,13 @@ class WheelSize:
 
 @dataclass(frozen=True)
 class BaseLayers:
-    """The base image as its manifest lists it: the reference pulled, its manifest digest and its layers' sizes."""
+    """The base image as its manifest lists it: the reference pulled, its manifest digest and its layers' sizes, and
+    what else the estimate should say of them (``note``: a build that pushes them compressed otherwise)."""
 
     reference: str
     digest: str
     layers: tuple[int, ...]
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -205,8 +207,8 @@ def system_group(base: BaseLayers | None, note: str) -> ExpectedGroup:
     if base is None:
         return ExpectedGroup(SYSTEM_GROUP, (Part("base image", None, None, "unknown", note), engine))
     shown = f"base {base.reference}@{base.digest.removeprefix('sha256:')[:12]}"
-    return ExpectedGroup(SYSTEM_GROUP, (Part(shown, sum(base.layers), None, "manifest",
-                                             f"{len(base.layers)} layers; a manifest gives no unpacked size"), engine))
+    said = "; ".join(filter(None, (f"{len(base.layers)} layers; a manifest gives no unpacked size", base.note)))
+    return ExpectedGroup(SYSTEM_GROUP, (Part(shown, sum(base.layers), None, "manifest", said), engine))
 
 
 def wheel_part(package: LockedPackage, wheel: WheelSize | None, note: str) -> Part:

@@ -27,7 +27,7 @@ import zipfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -247,6 +247,8 @@ def plan_size(plan: Plan, config: Config) -> ExpectedSize:
         base = base_layers(plan.spec, plan.platform, config)
     except ImagectlError as exc:
         base_note = f"its manifest cannot be read: {exc}"
+    if base is not None and pushed_compression(config) == "zstd":
+        base = replace(base, note="their size as its registry holds them: this build pushes them again as zstd")
     writes = assembled(plan.spec, config, "netrc" if plan.netrc else "")
     stored = writes and pushed_compression(config) == "gzip"
     files = {name: plan.files[name] for name in FILES_LAYER if name in plan.files}

@@ -146,6 +146,9 @@ def test_each_lock_layer_weighs_its_wheels_and_the_system_group_its_base_and_an_
     base, engine = groups["system"].parts
     assert (base.compressed, base.unpacked, base.how) == (100, None, "manifest")
     assert base.name == f"base {BASE.reference}@{'a' * 12}"
+    assert base.note == "2 layers; a manifest gives no unpacked size"
+    zstd = BaseLayers(BASE.reference, BASE.digest, BASE.layers, "this build pushes them again as zstd")
+    assert expected_size(inputs(base=zstd)).groups[0].parts[0].note.endswith("; this build pushes them again as zstd")
     assert (engine.compressed, engine.how) == (None, "unknown")
     assert groups["system"].compressed == 100 and not groups["system"].complete
     assert not size.complete and not size.unpacked_complete  # the engine's layers, the base's unpacked size
