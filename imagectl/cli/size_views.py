@@ -8,14 +8,16 @@ In the data, a part's unknown size is None; a group's (and the image's) size is 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..images.size import ExpectedGroup, ExpectedSize
-from ..images.size_gate import SizeReport
 from ..progress.units import human_bytes
 from ..redact import redact
 from .printable import printable
 from .table import format_table
+
+if TYPE_CHECKING:  # the data's types only: show imports none of the estimate's machinery to print it
+    from ..images.size import ExpectedGroup, ExpectedSize
+    from ..images.size_gate import SizeReport
 
 LOCKED_AT_BUILD = "unknown: no lock applies (the build locks it; build --plan locks and sizes it)"
 

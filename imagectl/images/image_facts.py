@@ -34,10 +34,8 @@ from ..errors import InputError, OperationError
 from ..labels import expectations
 from ..lock.lockfile import canonical_name
 from ..render.context import EXTRAS_LOCK_FILE
+from .layer_group_names import EXTRAS_GROUP, IMAGECTL_GROUP, SYSTEM_GROUP
 
-SYSTEM_GROUP = "system"
-EXTRAS_GROUP = "extras"
-IMAGECTL_GROUP = "imagectl"
 _LOCK_LAYER = re.compile(r"/opt/imagectl/lock-\d+-(?P<name>[A-Za-z0-9_.-]+?)\.txt\b")
 _OWN_FILE = re.compile(r"^imagectl: install (?!/opt/imagectl/)\S+ \(a file of ")  # a big file's own layer
 _DEB_PURL = re.compile(r"^pkg:deb/[^/]+/(?P<name>[^@?#]+)@(?P<version>[^?#]+)")

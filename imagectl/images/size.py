@@ -35,11 +35,14 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..lock.lockfile import LockedPackage, canonical_name
 from ..progress.units import human_bytes
-from .image_facts import IMAGECTL_GROUP, SYSTEM_GROUP, GroupSize
+from .layer_group_names import IMAGECTL_GROUP, SYSTEM_GROUP
+
+if TYPE_CHECKING:
+    from .image_facts import GroupSize
 
 PartHow = Literal["manifest", "wheel", "estimate", "rendered", "unknown"]
 LayerKind = Literal["stored", "compressed"]  # how imagectl's own files (.pyc, /opt/imagectl) end up in their layer

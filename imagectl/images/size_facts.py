@@ -25,7 +25,6 @@ import json
 import os
 import zipfile
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -40,7 +39,6 @@ from ..lock.lockfile import Lock, LockedPackage, canonical_name
 from ..matrix.model import Profile
 from ..redact import redact, userinfo_secrets
 from ..reference import Reference
-from ..render.context import EXTRAS_LOCK_FILE, assembled
 from .size import BaseLayers, ExpectedSize, SizeInputs, WheelSize, expected_size
 
 if TYPE_CHECKING:
@@ -52,9 +50,10 @@ if TYPE_CHECKING:
     from .plan import Plan
 
 FETCH_JOBS = 4  # packages sized at once (each: one index page, two or three Range requests)
-# the files of the /opt/imagectl layer, as the build context names them (imagectl.images.assembled._files_layer)
+# the files of the /opt/imagectl layer, as the build context names them (imagectl.images.assembled._files_layer; and
+# render.context.EXTRAS_LOCK_FILE, not imported: show loads nothing of rendering)
 FILES_LAYER = ("lock.txt", "constraints.txt", "imagectl-check.py", "imagectl-entry.sh", "extra-requirements.txt",
-               EXTRAS_LOCK_FILE)
+               "extras-lock.txt")
 NOT_FETCHED = "not fetched: show reads no index (build --plan does)"
 
 
@@ -187,6 +186,8 @@ def wheel_sizes(packages: Sequence[LockedPackage], lock: Lock, python: str, conf
     missing = [p for p in packages if canonical_name(p.name) not in found]
     if not fetch or not missing:
         return found, NOT_FETCHED
+    from concurrent.futures import ThreadPoolExecutor
+
     from ..assemble.fetch import supported_tags
     from ..pypi.transport import index_settings
 
@@ -225,6 +226,7 @@ def base_layers(spec: ImageSpec, platform: str, config: Config) -> BaseLayers:
 
 def plan_lock_groups(plan: Plan) -> tuple[tuple[str, tuple[LockedPackage, ...]], ...]:
     """The install layers ``plan``'s image gets (its lock's, then the extras'; on a user's base the extras' alone)."""
+    from ..render.context import EXTRAS_LOCK_FILE
     from .assembled import layer_groups
 
     groups = layer_groups(plan)
@@ -237,6 +239,7 @@ def plan_size(plan: Plan, config: Config) -> ExpectedSize:
     """The expected size of ``plan``'s image (``build --plan``, and a build a budget applies to): every wheel known
     or read from the index, the base's manifest read from its registry; what cannot be read is unknown, with why.
     Raises nothing of imagectl's own."""
+    from ..render.context import assembled
     from .plan import pushed_compression
 
     groups = plan_lock_groups(plan)
@@ -256,6 +259,19 @@ def plan_size(plan: Plan, config: Config) -> ExpectedSize:
                                     kind="stored" if stored else "compressed", pyc_layer=writes))
 
 
+def own_image_assembled(profile: Profile, lock: Lock, config: Config) -> bool:
+    """:func:`imagectl.render.context.assembled` for the profile's own image (no user base, no extras), without
+    loading rendering (``show``): no extra index, no credentials in the index URL (they make a netrc), and an engine
+    that assembles wheels (``tests/unit/images/test_size.py`` holds the two to one answer)."""
+    from ..engine.features import assembles_wheels
+    from ..grammar import url_credentials
+    from ..pip_index import configured_index
+
+    index = configured_index(profile, config)
+    return (not config.pip_extra_index_urls and not (index and url_credentials(index))
+            and assembles_wheels(config.build_engine, config.build_install, lock.header.oci_platform))
+
+
 def profile_size(profile: Profile, lock: Lock | None, config: Config) -> ExpectedSize | None:
     """What ``show`` says of ``profile``'s size with ``lock`` (None: locked at build time: nothing to say): the
     wheels the caches know; no index, no registry, no rendering."""
@@ -264,7 +280,7 @@ def profile_size(profile: Profile, lock: Lock | None, config: Config) -> Expecte
     groups = tuple(split_layers(lock.packages, profile.framework.layers))
     wheels, note = wheel_sizes([p for _, packages in groups for p in packages], lock, profile.python, config,
                                fetch=False)
-    writes = assembled(ImageSpec(profile, lock=lock), config)
+    writes = own_image_assembled(profile, lock, config)
     stored = writes and (config.registry_compression == "gzip")
     return expected_size(SizeInputs(groups, wheels, note, None, "not fetched: show reads no registry (build --plan "
                                     "reads the base's manifest)", None, kind="stored" if stored else "compressed",

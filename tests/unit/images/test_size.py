@@ -371,3 +371,24 @@ def test_a_report_carries_the_budget_and_the_refusal_redacted():
     fits = report_text("p", report_dict(SizeReport(Budget(10**9, "[build] size_budget"), {"linux/amd64": size})))
     assert fits.endswith("within it, as far as is known")
     assert "size budget" not in report_text("p", report_dict(SizeReport(None, {"linux/amd64": size})))
+
+
+@pytest.mark.parametrize("changes", [
+    {}, {"build_engine": "docker"}, {"build_install": "pip"}, {"pip_extra_index_urls": ("https://extra.example/s",)},
+    {"pip_index_url": "https://user:pw@index.example/simple"}, {"pip_index_url": "https://index.example/simple"},
+])
+def test_show_decides_assembled_as_rendering_does_without_loading_it(matrix, changes, monkeypatch):
+    """show's rule (size_facts.own_image_assembled) and the build's (render.context.assembled) agree."""
+    import imagectl.engine.features
+    from imagectl.config import Config
+    from imagectl.image_spec import ImageSpec, placeholder_lock
+    from imagectl.images.size_facts import own_image_assembled
+    from imagectl.matrix.names import resolve_profile
+    from imagectl.render.context import NETRC_FILE, assembled, pip_netrc
+
+    monkeypatch.setattr(imagectl.engine.features, "_installed", lambda program: f"/usr/bin/{program}")
+    profile = resolve_profile("torch-2.3-cu121", matrix)
+    config = Config(**changes)
+    lock = placeholder_lock(profile)
+    netrc = NETRC_FILE if pip_netrc(profile, config) else ""
+    assert own_image_assembled(profile, lock, config) == assembled(ImageSpec(profile, lock=lock), config, netrc)
