@@ -1,9 +1,11 @@
 """The engine's long-running child processes (``buildah bud``, ``buildah run``, ``buildah push``/``pull`` of a layout,
 ``containers-storage import-layer``), tied to the build that runs them.
 
-- A build's stop (:class:`imagectl.stop.Stop`: another part failed, or Ctrl-C) ends the child at once (its held
-  stdin closed, SIGTERM, then SIGKILL after :data:`GRACE_S`), and the call raises Stopped instead of the child's own
-  failure.
+- A build's stop (:class:`imagectl.stop.Stop`: another part failed, or Ctrl-C) ends the child within seconds, and the
+  call raises Stopped instead of the child's own failure.  Its own children go first (SIGKILL, again each time new
+  ones appear): ``buildah bud`` whose RUN step dies fails that step as any failed step, and ``--force-rm`` removes
+  its working containers; SIGTERM would end buildah itself between its steps, leaving them behind.  Then its held
+  stdin is closed; SIGTERM follows after :data:`TERM_AFTER_S` seconds and SIGKILL after :data:`GRACE_S`.
 - An exception in the waiting thread (KeyboardInterrupt in the main thread) ends the child before it is raised on,
   instead of waiting for the child to finish by itself (``Popen.__exit__`` would wait for a build of minutes).
 - The child gets SIGTERM when imagectl dies, even by ``kill -9`` (the kernel's parent-death signal, set by
@@ -16,15 +18,19 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 
 from ..stop import Stop
 
-GRACE_S = 10.0  # between SIGTERM and SIGKILL of a child that is told to end
+GRACE_S = 10.0  # between SIGTERM and SIGKILL of a child that is told to end (and of a stopped child: SIGKILL)
+TERM_AFTER_S = 3.0  # a stopped child whose own children did not end it gets SIGTERM after this many seconds
 
 
 def dying_with_parent(argv: Sequence[str]) -> list[str]:
@@ -96,22 +102,49 @@ def _read_held(process: subprocess.Popen[str], timeout: float | None) -> str:
 
 
 def _halt(process: subprocess.Popen[str]) -> None:
-    """Tell ``process`` to end without waiting (a stop's hook): its held stdin closed, SIGTERM now, SIGKILL after
-    :data:`GRACE_S` seconds if it is still running (``buildah run`` does not pass SIGTERM on to its program)."""
+    """Tell ``process`` to end without waiting (a stop's hook): the module docstring's order, on a thread of its own
+    (``buildah run`` does not pass SIGTERM on to its program; ``buildah bud`` cleans up only after a failed step)."""
     if process.stdin is not None:
         with contextlib.suppress(OSError):
             process.stdin.close()
-    with contextlib.suppress(OSError):
-        process.terminate()
-    timer = threading.Timer(GRACE_S, _kill_if_running, (process,))
-    timer.daemon = True
-    timer.start()
+    threading.Thread(target=_end_stopped, args=(process,), name="imagectl-halt", daemon=True).start()
 
 
-def _kill_if_running(process: subprocess.Popen[str]) -> None:
+def _end_stopped(process: subprocess.Popen[str]) -> None:
+    started = time.monotonic()
+    while process.poll() is None and time.monotonic() - started < GRACE_S:
+        for pid in descendants(process.pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        if time.monotonic() - started >= TERM_AFTER_S:
+            with contextlib.suppress(OSError):
+                process.terminate()
+        time.sleep(0.1)
     if process.poll() is None:
         with contextlib.suppress(OSError):
             process.kill()
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (children, theirs, ...), from ``/proc`` (none where it cannot be read)."""
+    parents: dict[int, list[int]] = {}
+    try:
+        entries = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                parent = int(stat.read().rpartition(b")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents.setdefault(parent, []).append(entry)
+    found, todo = [], list(parents.get(pid, ()))
+    while todo:
+        child_pid = todo.pop()
+        found.append(child_pid)
+        todo.extend(parents.get(child_pid, ()))
+    return found
 
 
 def end(process: subprocess.Popen[str]) -> None:

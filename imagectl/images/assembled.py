@@ -147,7 +147,7 @@ def assembled_build(plan: Plan, config: Config, engine: LayoutEngine, trace: Tra
         scheme = venv_scheme(VENV, plan.request.profile.python)
         log(f"building {plan.request.profile.name} (build key {plan.key[:10]}): the system image, the lock's "
             f"{len(groups)} layers from its wheels")
-        stop = Stop()
+        stop = trace.stop  # the build's: its first failure, or an interrupt of the thread that runs the builds
         with stop.hook(upload.abort) if upload is not None else contextlib.nullcontext():
             image = _assemble(plan, config, engine, trace, context, groups, scheme, assemble, upload, stop)
     yield image

@@ -426,13 +426,18 @@ def build_many(requests: Sequence[BuildRequest], config: Config, engine: Engine,
         signing_key(config)
     work = [_job(request, config, make_log) for request in requests]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(lambda job: _plan_job(job, config, engine), work))
-        for job in work:
-            if job.conflict is not None:
-                raise InputError(f"{job.request.profile.name}: {job.conflict}")
-        for job in work:
-            job.trace.release()
-        return list(pool.map(lambda job: _build_job(job, config, engine, index_builder), work))
+        try:
+            list(pool.map(lambda job: _plan_job(job, config, engine), work))
+            for job in work:
+                if job.conflict is not None:
+                    raise InputError(f"{job.request.profile.name}: {job.conflict}")
+            for job in work:
+                job.trace.release()
+            return list(pool.map(lambda job: _build_job(job, config, engine, index_builder), work))
+        except BaseException as exc:  # Ctrl-C reaches this thread: the builds on the pool's end on their stops
+            for job in work:
+                job.trace.stop.set(exc)
+            raise
 
 
 def _plan_job(job: _Job, config: Config, engine: Engine) -> None:

@@ -1,5 +1,5 @@
 """What one build reports as it goes: its log lines and the seconds each phase took (resolve, lock, render, lookup,
-build, check, tag, push)."""
+build, check, tag, push); and its stop signal, which whoever runs the build sets to end it (an interrupt)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ..engine import LineSink
+from ..stop import Stop
 
 
 def _discard(line: str) -> None:
@@ -18,9 +19,12 @@ def _discard(line: str) -> None:
 class Trace:
     """The log of one build and the record of its phase durations, filled as it goes (kept for a build that fails
     half way).  A trace made with ``hold`` keeps its lines until :meth:`release`: a build whose extras may still be
-    refused shows nothing before the refusal (bad input is one line)."""
+    refused shows nothing before the refusal (bad input is one line).  ``stop``: the build's stop signal
+    (:mod:`imagectl.stop`): its first failure sets it, and so does whoever runs the build when it must end (Ctrl-C in
+    the main thread while the build runs in another); the build's long work ends on it."""
 
     def __init__(self, sink: LineSink = _discard, *, hold: bool = False) -> None:
+        self.stop = Stop()
         self.seconds: dict[str, float] = {}
         self.started = datetime.now(timezone.utc)  # when the build began (its provenance's startedOn)
         self._sink = sink

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from imagectl.engine.process import child, run_child
+from imagectl.engine.process import child, descendants, run_child
 from imagectl.errors import BuildError
 from imagectl.stop import Stop, Stopped
 
@@ -132,3 +132,26 @@ def test_a_child_deaf_to_sigterm_is_killed_after_the_grace_and_a_held_stdin_is_c
     thread.join(60)  # then SIGKILL after the grace (10 s)
     assert not thread.is_alive() and len(raised) == 1 and isinstance(raised[0], Stopped)
     assert _gone(int(Path(f"{marks}.pid").read_text()))
+
+
+def test_a_stop_ends_the_child_s_own_children_first_so_it_fails_its_step_and_cleans_up(tmp_path):
+    """buildah bud's way: its RUN step dies, the step fails, bud removes its containers (--force-rm) and exits; a
+    SIGTERM between steps would end it without that."""
+    stop, raised = Stop(), []
+    marks = tmp_path / "marks"
+    script = f"trap 'echo term >> {marks}; exit 1' TERM; sleep 600; echo step-failed-cleaned-up >> {marks}"
+
+    def run() -> None:
+        try:
+            run_child(["sh", "-c", script], stop=stop)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert _poll(lambda: any("sleep" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+                             for pid in descendants(os.getpid()) if Path(f"/proc/{pid}/cmdline").exists()))
+    stop.set()
+    thread.join(60)
+    assert not thread.is_alive() and len(raised) == 1 and isinstance(raised[0], Stopped)
+    assert marks.read_text() == "step-failed-cleaned-up\n"  # its own failure path, no SIGTERM
