@@ -112,20 +112,24 @@ def _dist(filename: str, sha256: str) -> DistFile:
     return DistFile(filename, "", {"sha256": sha256})
 
 
-def known_wheel(package: LockedPackage, python: str, platform: str, wheels: Path) -> WheelSize | None:
-    """What the wheel cache (``wheels``) or the ``wheel-size`` entries know of ``package``'s wheel for CPython
-    ``python`` on ``platform`` (a lock header's, ``x86_64-manylinux_2_28``); None when neither does.  No request."""
+def known_wheel(package: LockedPackage, python: str, platform: str, wheels: Path | None, *,
+                entries: bool = True) -> WheelSize | None:
+    """What the wheel cache (``wheels``; None: there is none) or the ``wheel-size`` entries (``entries``: there may
+    be some) know of ``package``'s wheel for CPython ``python`` on ``platform`` (a lock header's,
+    ``x86_64-manylinux_2_28``); None when neither does.  No request."""
     on_disk = [_dist(name, digest) for digest in package.hashes for name in _listing(wheels / digest)
-               if name.endswith(".whl")]
+               if name.endswith(".whl")] if wheels is not None else []
     picked = _pick(on_disk, package, python, platform)
     if picked is not None:
-        found = local_wheel_size(wheels / picked.hashes["sha256"] / picked.filename)
+        found = local_wheel_size(wheels / picked.hashes["sha256"] / picked.filename) if wheels is not None else None
         if found is not None:
             return found
+    if not entries:
+        return None
     peeked = peek(WHEEL_SIZE, [{"sha256": digest} for digest in package.hashes])
-    entries = {digest: entry for digest, entry in zip(package.hashes, peeked, strict=True) if entry is not None}
-    picked = _pick([_dist(e.filename, d) for d, e in entries.items()], package, python, platform)
-    return entries[picked.hashes["sha256"]] if picked is not None else None
+    sized = {digest: entry for digest, entry in zip(package.hashes, peeked, strict=True) if entry is not None}
+    picked = _pick([_dist(e.filename, d) for d, e in sized.items()], package, python, platform)
+    return sized[picked.hashes["sha256"]] if picked is not None else None
 
 
 def _listing(folder: Path) -> list[str]:
@@ -180,9 +184,12 @@ def wheel_sizes(packages: Sequence[LockedPackage], lock: Lock, python: str, conf
     read from the lock's index for the rest (:func:`remote_wheel_size`, a few at a time); and the note of those left
     unknown.  Raises nothing of imagectl's own: an index that cannot be read leaves its packages unknown, the note
     says why (redacted)."""
-    header, wheels = lock.header, cache_dir() / "wheels"
+    header, folder = lock.header, cache_dir()
+    names = _listing(folder)  # one listing: most runs of show find no wheel and no sizes there, and ask no more
+    wheels = folder / "wheels" if "wheels" in names else None
+    entries = any(name.startswith(f"{WHEEL_SIZE.name}-") for name in names)
     found = {canonical_name(p.name): w for p in packages
-             if (w := known_wheel(p, python, header.platform, wheels)) is not None}
+             if (w := known_wheel(p, python, header.platform, wheels, entries=entries)) is not None}
     missing = [p for p in packages if canonical_name(p.name) not in found]
     if not fetch or not missing:
         return found, NOT_FETCHED
