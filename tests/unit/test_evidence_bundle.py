@@ -130,7 +130,7 @@ def _bundle(**change) -> bytes:
     (_bundle(dsseEnvelope=None), "holds no dsseEnvelope"),
     (_bundle(dsseEnvelope__signatures=[]), "exactly one signature"),
     (_bundle(verificationMaterial__publicKey={"hint": "another"}), "key hint and its envelope's keyid differ"),
-])
+], ids=["array", "truncated", "media-type", "certificate", "no-key", "no-envelope", "no-signature", "hint-differs"])
 def test_a_malformed_bundle_is_one_line_saying_what(data, expected):
     with pytest.raises(dsse.SignatureError, match=expected.replace("(", r"\(").replace(")", r"\)")):
         bundle_envelope(data)
