@@ -47,7 +47,7 @@ def test_a_good_key_signs_and_its_public_half_may_be_configured(tmp_path):
     ("locked.pem", private_pem(Ed25519PrivateKey.generate(), serialization.BestAvailableEncryption(b"pw")),
      "not a readable unencrypted PEM private key"),
     ("rsa.pem", private_pem(rsa.generate_private_key(public_exponent=65537, key_size=2048)), "not an Ed25519 key"),
-])
+], ids=["junk", "empty", "encrypted", "rsa"])  # fixed ids: the keys are generated at collection
 def test_a_key_that_cannot_sign_is_one_line_naming_it(tmp_path, name, data, message):
     path = write(tmp_path, name, data)
     with pytest.raises(ConfigError) as refused:
