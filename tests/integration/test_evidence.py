@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 
 from imagectl.cli import main
 from imagectl.evidence.statement import CYCLONEDX_BOM, SLSA_PROVENANCE
@@ -23,6 +24,7 @@ from imagectl.registry.referrers import (
     referrer_of,
 )
 from tests.integration.conftest import write_config
+from tests.integration.test_standard_verifier import bundles, standard_verify
 
 pytestmark = pytest.mark.integration
 
@@ -110,19 +112,20 @@ def test_tampered_sbom_swapped_subject_and_missing_provenance_each_fail(built, r
     config, client, first, second = built
     host = registry.host
 
-    # a tampered SBOM: a package added to the signed payload, the signature kept
+    # a tampered SBOM: a package added to the signed payload of its Sigstore bundle, the signature kept
     repo = "attest/tampered-sbom"
     copy_with_referrers(client, second, repo)
     sbom = artifact_of(client, repo, second, CYCLONEDX_BOM)
     layer = sbom.layers()[0]
-    envelope = json.loads(client.read_blob(repo, layer.digest))
+    bundle = json.loads(client.read_blob(repo, layer.digest))
+    envelope = bundle["dsseEnvelope"]
     import base64
 
     statement = json.loads(base64.b64decode(envelope["payload"]))
     statement["predicate"]["components"].append({"type": "library", "name": "evil", "version": "1.0",
                                                  "purl": "pkg:pypi/evil@1.0", "bom-ref": "pkg:pypi/evil@1.0"})
     envelope["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
-    data = json.dumps(envelope).encode()
+    data = json.dumps(bundle).encode()
     forged = artifact_manifest(Descriptor("application/vnd.oci.image.manifest.v1+json", second, 0),
                                sbom.json()["artifactType"],
                                Descriptor(layer.media_type, client.upload_blob(repo, data), len(data)),
@@ -158,8 +161,15 @@ def test_verify_rollback_promote_import_and_prune(built, registry, capsys):
     assert report["digest"] == second and report["signatures"].startswith("verified (ed25519")
     assert sorted(a["predicate_type"] for a in report["attestations"]) == sorted(
         [CYCLONEDX_BOM, SLSA_PROVENANCE, "https://imagectl.dev/attestation/check-report/v1"])
+    assert {a["layout"] for a in report["attestations"]} == {"sigstore-bundle"}
     assert fallback_tag(second) in client.list_tags(REPO)  # registry 2.8: the tag-schema fallback
     assert client.get_referrers(REPO, second) is None
+    # a verifier not written here accepts what the build attached (tests/integration/test_standard_verifier.py)
+    public_pem = serialization.load_pem_private_key((config.parent / "attest.pem").read_bytes(), None).public_key() \
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    found = bundles(registry.url, REPO, second)
+    assert {standard_verify(blob, public_pem, second)["predicateType"] for _, blob in found} == {
+        CYCLONEDX_BOM, SLSA_PROVENANCE, "https://imagectl.dev/attestation/check-report/v1"}
 
     # rollback and promote point at the same digests: the attestations stay with them
     assert cli(config, "rollback", PROFILE, capsys=capsys)[0] == 0
