@@ -467,10 +467,21 @@ class BuildahEngine(LayoutEngine):
     def leftover_containers(self) -> list[tuple[str, Owner]]:
         """The working containers imagectl made (:func:`run_container_name`) whose process is gone: (name, its
         owner)."""
-        listed = self._run(["containers", "--json"], "containers", parse=_json_list)
+        listed = self._containers()
         found = [(str(c.get("containername") or ""), container_owner(str(c.get("containername") or "")))
                  for c in listed]
         return [(name, owner) for name, owner in found if owner is not None and not owner.alive()]
+
+    def _containers(self, attempts: int = 5) -> list[dict[str, Any]]:
+        """``buildah containers --json``, asked again when a container went while it listed them (buildah then
+        fails with "container not known")."""
+        for _ in range(attempts - 1):
+            done = self._call(["containers", "--json"])
+            if done.returncode == 0:
+                return _json_list(done.stdout)
+            if "not known" not in done.stderr:
+                break
+        return self._run(["containers", "--json"], "containers", parse=_json_list)
 
     def remove_container(self, name: str) -> str:
         """Remove the working container ``name`` (unmounted first by buildah); "" when it went, else why not."""
