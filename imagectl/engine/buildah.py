@@ -33,6 +33,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -102,7 +103,7 @@ class BuildahEngine(LayoutEngine):
     def list_tags(self, repository: str) -> list[str]:
         """The local tags of ``repository`` (familiar name), without the repository part."""
         prefix = f"{qualified(repository)}:"
-        images = self._run(["images", "--json"], "images", parse=_json_list)
+        images = self._images(["images", "--json"])
         return sorted({n[len(prefix):] for i in images for n in (i.get("names") or ()) if n.startswith(prefix)})
 
     def inspect(self, ref: str) -> ImageInfo | None:
@@ -117,7 +118,7 @@ class BuildahEngine(LayoutEngine):
         return _info(data, self._names_of(image_id), tuple(sorted(self._pushed.get(image_id, ()))))
 
     def _names_of(self, image_id: str) -> tuple[str, ...]:
-        images = self._run(["images", "--json", "--no-trunc"], "images", parse=_json_list)
+        images = self._images(["images", "--json", "--no-trunc"])
         for image in images:
             if str(image.get("id", "")).removeprefix("sha256:") == image_id.removeprefix("sha256:"):
                 return tuple(familiar(n) for n in image.get("names") or ())
@@ -471,6 +472,19 @@ class BuildahEngine(LayoutEngine):
         found = [(str(c.get("containername") or ""), container_owner(str(c.get("containername") or "")))
                  for c in listed]
         return [(name, owner) for name, owner in found if owner is not None and not owner.alive()]
+
+    def _images(self, args: list[str], attempts: int = 5) -> list[dict[str, Any]]:
+        """``buildah images --json ...``, asked again when another process was writing or removing an image while it
+        listed them (containers/storage then fails with 'locating item named "manifest" ... file does not exist' or
+        'image not known'): the store is shared by every build of the host."""
+        for _ in range(attempts - 1):
+            done = self._call(args)
+            if done.returncode == 0:
+                return _json_list(done.stdout)
+            if "file does not exist" not in done.stderr and "not known" not in done.stderr:
+                break
+            time.sleep(0.2)
+        return self._run(args, "images", parse=_json_list)
 
     def _containers(self, attempts: int = 5) -> list[dict[str, Any]]:
         """``buildah containers --json``, asked again when a container went while it listed them (buildah then
