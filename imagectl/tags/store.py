@@ -115,6 +115,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Protocol
 
 from ..engine import Engine
 from ..errors import AuthError, NotFoundError, OperationError, RegistryError
+from ..paths import is_file
 from ..reference import Reference
 from .naming import RESERVED_PREFIX, is_immutable, is_reserved, short_digest, tags_with_key
 
@@ -298,17 +299,24 @@ def record_time(now: datetime, names: Sequence[str]) -> datetime:
     return now if newest is None or now > newest else newest + _TICK
 
 
-def record_body(move: Move, name: str) -> bytes:
-    """The manifest bytes of the record ``name`` of ``move`` (pure; see the module docstring)."""
+def _artifact_body(artifact_type: str, annotations: dict[str, str]) -> bytes:
+    """The manifest bytes of an empty OCI artifact of ``artifact_type`` carrying ``annotations`` (pure): what a move
+    record and a deletion mark are, never an image."""
     body = {
         "schemaVersion": 2,
         "mediaType": _OCI_MANIFEST,
-        "artifactType": MOVE_ARTIFACT,
+        "artifactType": artifact_type,
         "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": _EMPTY_CONFIG_DIGEST, "size": 2},
         "layers": [],
-        "annotations": {MOVE_ANNOTATION: json.dumps(asdict(move), sort_keys=True), RECORD_ANNOTATION: name},
+        "annotations": annotations,
     }
     return json.dumps(body, sort_keys=True).encode()
+
+
+def record_body(move: Move, name: str) -> bytes:
+    """The manifest bytes of the record ``name`` of ``move`` (pure; see the module docstring)."""
+    return _artifact_body(MOVE_ARTIFACT, {MOVE_ANNOTATION: json.dumps(asdict(move), sort_keys=True),
+                                          RECORD_ANNOTATION: name})
 
 
 def mark_prefix(digest: str) -> str:
@@ -340,15 +348,7 @@ def fresh_marks(names: Sequence[str], digest: str, now: datetime) -> list[str]:
 
 def mark_body(digest: str, name: str) -> bytes:
     """The manifest bytes of the deletion mark ``name`` of image ``digest`` (pure): an artifact, never an image."""
-    body = {
-        "schemaVersion": 2,
-        "mediaType": _OCI_MANIFEST,
-        "artifactType": DELETING_ARTIFACT,
-        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": _EMPTY_CONFIG_DIGEST, "size": 2},
-        "layers": [],
-        "annotations": {"org.imagectl.deleting": digest, RECORD_ANNOTATION: name},
-    }
-    return json.dumps(body, sort_keys=True).encode()
+    return _artifact_body(DELETING_ARTIFACT, {"org.imagectl.deleting": digest, RECORD_ANNOTATION: name})
 
 
 def last_real_move(moves: Sequence[Move], tag: str) -> Move | None:
@@ -851,7 +851,7 @@ class EngineTagStore:
 
     def _read(self) -> tuple[list[Move], str | None]:
         """(the logged moves, the file's text when some of it could not be read)."""
-        if not self._log.is_file():
+        if not is_file(self._log, what="the move log"):  # a folder on the way the user may not enter: one line
             return [], None
         try:
             text = self._log.read_text(encoding="utf-8")
