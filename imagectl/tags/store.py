@@ -512,26 +512,40 @@ class RegistryTagStore:
                 self._manifests[digest] = self.client.get_manifest(self._path, digest)
             except NotFoundError:
                 return  # deleted meanwhile, with the tag
-            self._delete_manifest(digest)
+            self._delete_manifest(digest, tag)
 
-    def _delete_manifest(self, digest: str, tries: int = 3) -> None:
-        """Delete manifest ``digest``, making a half-done delete whole.
+    def _delete_manifest(self, digest: str, tag: str | None = None, tries: int = 3) -> None:
+        """Delete manifest ``digest`` (which ``tag``, when given, named), making a half-done delete whole.
 
         Distribution 2.x deletes the manifest first and then looks up and removes its tags; a tag written at
-        that moment can fail the second half, leaving tags that point to nothing.  Then the manifest is put
-        back by digest (from the kept bytes) and deleted again.  Raises RegistryError after ``tries``.
+        that moment can fail the second half (500), leaving tags that are listed but name nothing.  The client
+        sends a DELETE answered 5xx again by itself, and that second try answers 404 (the manifest is gone), so a
+        404 is not taken for "done" by itself: when ``tag`` is still listed and names nothing, the first try was
+        half-done.  Either way the manifest is then put back by digest (from the kept bytes), which makes every
+        tag left naming it whole again, and deleted again, which takes them all.  Raises RegistryError after
+        ``tries``.
         """
         for attempt in range(tries):
             try:
                 self.client.delete_manifest(self._path, digest)
                 return
             except NotFoundError:
-                return
+                if tag is None or not self._left_naming_nothing(tag):
+                    return  # deleted, by this try or by another writer, tags and all
+                if attempt == tries - 1:
+                    raise OperationError(f"{self.repository.familiar}: deleting {short_digest(digest)} left {tag} "
+                                         f"listed but naming nothing, {tries} times (the registry deletes a manifest"
+                                         " and then its tags; something kept failing the second half)") from None
             except RegistryError:
                 if attempt == tries - 1:
                     raise
-                if self.client.head_manifest(self._path, digest) is None:
-                    self.client.put_manifest(self._path, digest, self._manifests[digest])
+            if self.client.head_manifest(self._path, digest) is None:
+                self.client.put_manifest(self._path, digest, self._manifests[digest])
+
+    def _left_naming_nothing(self, tag: str) -> bool:
+        """Whether ``tag`` is listed but names no manifest (a half-done manifest delete's leftover).  One listing,
+        and one read of the tag when it is listed."""
+        return tag in self.client.list_tags(self._path) and self.client.head_manifest(self._path, tag) is None
 
     def delete_untagged(self, digest: str) -> None:
         """Delete the manifest ``digest`` no tag points to (a child of an index prune deleted), its bytes kept
@@ -630,7 +644,7 @@ class RegistryTagStore:
         name), gone already is done.  Raises RegistryError when it cannot be deleted."""
         digest = self._marks.pop(mark, None) if mark is not None else None
         if digest is not None:
-            self._delete_manifest(digest)
+            self._delete_manifest(digest, mark)
 
     def deleting(self, digest: str) -> bool:
         """Whether a prune is deleting image ``digest`` right now: a fresh deletion mark of it (one tag listing)."""

@@ -305,6 +305,41 @@ def quick_seed(client: RegistryClient, repo: str, *, with_stable: bool) -> dict[
     return seeded
 
 
+def test_a_half_done_manifest_delete_is_made_whole(registry):
+    """What the promote-vs-prune race left in CI (round 2: an immutable tag "listed but names nothing", prune
+    reporting it deleted): distribution deletes a manifest's revision first and then looks up and removes its
+    tags; when that lookup fails (it reads a tag another writer is writing at that moment) it answers 500 with
+    the tags left naming nothing, the client sends the DELETE again by itself, and the second try answers 404,
+    which the store took for "done".  Here the proxy does the registry's first half (it removes the manifest's
+    revision link in the registry's storage, which is what the registry's delete does first) and answers 500."""
+    client = RegistryClient(registry.host, insecure=True)
+    repo = f"half-done-delete/{PROFILE}"
+    seeded = quick_seed(client, repo, with_stable=False)
+    revisions = registry.root / "data/docker/registry/v2/repositories" / repo / "_manifests/revisions/sha256"
+    assert (revisions / seeded[2].removeprefix("sha256:") / "link").is_file()
+    halves: list[str] = []
+
+    def first_half(path: str) -> int:
+        digest = path.rsplit("/", 1)[1]
+        (revisions / digest.removeprefix("sha256:") / "link").unlink()
+        halves.append(digest)
+        return 500
+
+    proxy = TamperingProxy(registry.url)
+    proxy.once("DELETE", f"/v2/{repo}/manifests/sha256:", first_half)
+    try:
+        _store(proxy.host, repo).delete(tag_of(2))
+    finally:
+        proxy.stop()
+    assert halves == [seeded[2]]  # the fault was met: the first DELETE was half-done
+    tags = client.list_tags(repo)
+    assert tag_of(2) not in tags, broken_why(client, repo, tag_of(2))
+    assert [t for t in tags if whole_image(client, repo, t) is None] == []
+    assert client.head_manifest(repo, seeded[2]) is None
+    assert {t: client.head_manifest(repo, t) for t in tags} == {
+        tag_of(1): seeded[1], tag_of(3): seeded[3], tag_of(4): seeded[4], "latest": seeded[4]}
+
+
 def test_promote_racing_prune_never_loses_or_breaks_the_channel(registry):
     """Issue 36, item 2: ``promote --from A stable`` racing ``prune`` lost or broke ``stable`` in 6 of 20 rounds,
     each time exiting 0 saying "changed"."""

@@ -6,7 +6,9 @@ arm: :meth:`~TamperingProxy.hold` keeps the next request of a method and path wa
 between, as a slow network would; :meth:`~TamperingProxy.rewrite` changes a header of every answer to
 requests under a path (a proxy that lies about ``Docker-Content-Digest``); :meth:`~TamperingProxy.fail` answers every
 request of a method under a path with an error status itself, without asking the registry (a registry front that
-answers 500), until :meth:`~TamperingProxy.heal`.  Everything is bounded: a held request goes on by itself after
+answers 500), until :meth:`~TamperingProxy.heal`; :meth:`~TamperingProxy.once` runs a test's function on the next
+request of a method under a path, in place of the registry's answer when it returns a status (a registry that did
+part of the work and then failed).  Everything is bounded: a held request goes on by itself after
 ``MAX_HOLD_S``.
 """
 
@@ -47,6 +49,7 @@ class TamperingProxy:
         self._holds: list[Hold] = []
         self._rewrites: list[tuple[str, str, Callable[[str], str]]] = []
         self._failures: list[tuple[str, str, int]] = []
+        self._once: list[tuple[str, str, Callable[[str], int | None]]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.host = f"127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, args=(0.01,), daemon=True).start()
@@ -68,16 +71,27 @@ class TamperingProxy:
         with self._lock:
             self._failures.append((method, path_prefix, status))
 
+    def once(self, method: str, path_prefix: str, act: Callable[[str], int | None]) -> None:
+        """Call ``act(path)`` on the next ``method`` request under ``path_prefix``; when it returns a status, answer
+        that status (the registry never sees the request), else forward it."""
+        with self._lock:
+            self._once.append((method, path_prefix, act))
+
     def heal(self) -> None:
         """Forget every :meth:`fail`."""
         with self._lock:
             self._failures.clear()
 
     def failure_for(self, method: str, path: str) -> int | None:
-        """The status a :meth:`fail` gives this request, if any."""
+        """The status a :meth:`fail` (or an armed :meth:`once`) gives this request, if any."""
         with self._lock:
-            return next((status for m, prefix, status in self._failures if m == method and path.startswith(prefix)),
-                        None)
+            armed = next((o for o in self._once if o[0] == method and path.startswith(o[1])), None)
+            if armed is not None:
+                self._once.remove(armed)
+            failure = next((status for m, prefix, status in self._failures if m == method and path.startswith(prefix)),
+                           None)
+        status = armed[2](path) if armed is not None else None
+        return status if status is not None else failure
 
     def stop(self) -> None:
         """Release what is held and stop serving."""
