@@ -113,7 +113,8 @@ def prune_json(plan: Sequence[Deletion], report: PruneReport) -> dict[str, Any]:
             "skipped": [{"tag": t, "reason": r} for t, r in report.skipped],
             "failed": [{"tag": t, "error": e} for t, e in report.failed],
             "deleted_children": report.deleted_children, "attestations_deleted": report.attestations_deleted,
-            "skipped_children": [{"digest": d, "reason": r} for d, r in report.skipped_children]}
+            "skipped_children": [{"digest": d, "reason": r} for d, r in report.skipped_children],
+            "marks_removed": report.marks_removed}
 
 
 def describe_move(result: MoveResult, repository: str) -> str:

@@ -87,7 +87,8 @@ none of them names it, and removes the mark when it has put back whatever went d
 listing), waiting while there is one.  Whichever writes first is seen by the other: either prune's reads show the
 moved tag (and prune keeps the image), or the move sees the mark and reads its tag back only when prune has
 decided (see :mod:`.moves` and :mod:`.prune`).  A mark older than :data:`DELETE_MARK_STALE` (a prune killed in
-between) is ignored; a mark's manifest carries its own name, so removing one never takes another tag down.  The
+between) is ignored, and the next prune of the repository removes it (:meth:`stale_marks`,
+:meth:`remove_stale_mark`); a mark's manifest carries its own name, so removing one never takes another tag down.  The
 local engine needs none: removing one of its tags never touches another.
 
 Races: a registry that cannot delete a tag alone deletes the manifest, and with it every tag pointing to it.
@@ -239,6 +240,8 @@ class TagStore(Protocol):
     def begin_delete(self, digest: str) -> str | None: ...
     def end_delete(self, mark: str | None) -> None: ...
     def deleting(self, digest: str) -> bool: ...
+    def stale_marks(self) -> list[str]: ...
+    def remove_stale_mark(self, mark: str) -> bool: ...
 
 
 class TagRegistry(Protocol):
@@ -342,6 +345,23 @@ def fresh_marks(names: Sequence[str], digest: str, now: datetime) -> list[str]:
             found.append(name)
             continue
         if now - when.replace(tzinfo=timezone.utc) <= DELETE_MARK_STALE:
+            found.append(name)
+    return found
+
+
+def stale_marks(names: Sequence[str], now: datetime) -> list[str]:
+    """The deletion marks among the tags ``names`` older than DELETE_MARK_STALE at ``now``: a killed prune's (pure).
+    A mark whose time cannot be read is not among them (:func:`fresh_marks` counts it as fresh)."""
+    found = []
+    for name in names:
+        if not name.startswith(DELETING_PREFIX):
+            continue
+        stamp = name[len(DELETING_PREFIX) + _MARK_HEX + 1:].partition("-")[0]
+        try:
+            when = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+        if now - when > DELETE_MARK_STALE:
             found.append(name)
     return found
 
@@ -650,6 +670,27 @@ class RegistryTagStore:
         """Whether a prune is deleting image ``digest`` right now: a fresh deletion mark of it (one tag listing)."""
         return bool(fresh_marks(self._all_tags(), digest, self._clock()))
 
+    def stale_marks(self) -> list[str]:
+        """The deletion marks older than DELETE_MARK_STALE: left by prunes that were killed (one tag listing)."""
+        return stale_marks(self._all_tags(), self._clock())
+
+    def remove_stale_mark(self, mark: str) -> bool:
+        """Remove the deletion mark ``mark`` (from :meth:`stale_marks`); False when it is gone already.  Its
+        manifest is read first and deleted only when it is a deletion mark carrying this very name (its bytes are
+        then unique to it, so the delete takes no other tag).  Raises OperationError for a tag under a mark's
+        name that is not one (left as it is), RegistryError."""
+        try:
+            manifest = self.client.get_manifest(self._path, mark)
+        except NotFoundError:
+            return False
+        body = manifest.json()
+        if body.get("artifactType") != DELETING_ARTIFACT or _annotations(manifest).get(RECORD_ANNOTATION) != mark:
+            raise OperationError(f"{self.repository.familiar}:{mark} has a deletion mark's name but is no deletion "
+                                 "mark of imagectl's; left as it is")
+        self._manifests[manifest.digest] = manifest
+        self._delete_manifest(manifest.digest, mark)
+        return True
+
     # -- the move log
 
     def moves(self, newest: int | None = None) -> list[Move]:
@@ -841,6 +882,14 @@ class EngineTagStore:
         """Nothing (see :meth:`begin_delete`)."""
 
     def deleting(self, digest: str) -> bool:
+        """False (see :meth:`begin_delete`)."""
+        return False
+
+    def stale_marks(self) -> list[str]:
+        """None (see :meth:`begin_delete`)."""
+        return []
+
+    def remove_stale_mark(self, mark: str) -> bool:
         """False (see :meth:`begin_delete`)."""
         return False
 

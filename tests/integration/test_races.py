@@ -44,7 +44,7 @@ from imagectl.registry import RegistryClient
 from imagectl.tags.moves import MoveResult, guarded_move, promote, rollback
 from imagectl.tags.naming import is_immutable, is_reserved
 from imagectl.tags.prune import execute_prune, plan_for_store
-from imagectl.tags.store import RegistryTagStore
+from imagectl.tags.store import DELETE_MARK_STALE, RegistryTagStore
 from tests.integration.support.proxy import TamperingProxy
 from tests.integration.support.registry import make_sample_image, push_sample_image
 from tests.integration.test_tags import LABELS, PROFILE, seed, tag_of
@@ -338,6 +338,29 @@ def test_a_half_done_manifest_delete_is_made_whole(registry):
     assert client.head_manifest(repo, seeded[2]) is None
     assert {t: client.head_manifest(repo, t) for t in tags} == {
         tag_of(1): seeded[1], tag_of(3): seeded[3], tag_of(4): seeded[4], "latest": seeded[4]}
+
+
+def test_prune_removes_the_deletion_marks_killed_prunes_left(registry):
+    """Issue 36, item 6 (kill -9 leaves things behind): a prune killed between putting a deletion mark and removing
+    it left the mark in the repository for good.  Moves ignore a mark older than DELETE_MARK_STALE; the next prune
+    removes it, and leaves a fresh mark (a prune at work right now) and anything else alone."""
+    client = RegistryClient(registry.host, insecure=True)
+    repo = f"stale-marks/{PROFILE}"
+    seeded = quick_seed(client, repo, with_stable=False)
+    past = datetime.now(timezone.utc) - DELETE_MARK_STALE - timedelta(minutes=1)
+    killed = RegistryTagStore(client, parse_reference(f"{registry.host}/{repo}"), clock=lambda: past)
+    stale = killed.begin_delete(seeded[2])  # a prune killed right after marking day 2, 11 minutes ago
+    running = _store(registry.host, repo).begin_delete(seeded[3])  # a prune marking day 3 right now
+    store = _store(registry.host, repo)
+    assert not store.deleting(seeded[2]) and store.deleting(seeded[3])
+    lines: list[str] = []
+    report = execute_prune(store, plan_for_store(store, 4, timedelta(0), datetime.now(timezone.utc)), lines.append)
+    assert (report.marks_removed, report.deleted, report.failed) == ([stale], [], [])
+    assert lines == [f"removed {stale}: the deletion mark of a prune that did not finish"]
+    tags = client.list_tags(repo)
+    assert stale not in tags and running in tags
+    assert {t: client.head_manifest(repo, t) for t in tags if not is_reserved(t)} == {
+        tag_of(1): seeded[1], tag_of(2): seeded[2], tag_of(3): seeded[3], tag_of(4): seeded[4], "latest": seeded[4]}
 
 
 def test_promote_racing_prune_never_loses_or_breaks_the_channel(registry):

@@ -165,6 +165,12 @@ class FakeStore:
         self._hook("deleting", digest)
         return digest in self.marks
 
+    def stale_marks(self) -> list[str]:
+        return []  # the marks' ages are RegistryTagStore's (tests/integration/test_races.py)
+
+    def remove_stale_mark(self, mark: str) -> bool:
+        return False
+
 
 def digest_of(n: int) -> str:
     return "sha256:" + f"{n:x}".rjust(64, "0")
