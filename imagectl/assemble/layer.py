@@ -15,7 +15,7 @@ gzip reader of the engines and registries reads them as one stream):
 No byte of a layer comes from a compressor's choices: the copied streams are the wheels' own, :mod:`.deflate`'s
 blocks are fixed by their content, and CRC-32 is a function of the bytes alone.  So the same entries give the same bytes
 on any machine, whichever zlib its Python links (zlib, zlib-ng, a vendor's fork: each deflates differently).  The
-price is the generated runs' compression; for the ``.pyc`` layer that is the larger share (the README's numbers).
+price is the generated runs' compression; for the ``.pyc`` layer that is the larger share (docs/building.md's numbers).
 :data:`LAYER_WRITER` names this byte format; it changes whenever the bytes would, and a build's provenance records
 it.
 

@@ -44,7 +44,7 @@ class BaseStatus:
                           held=self.held)
 
     def as_dict(self) -> dict[str, object]:
-        """The JSON shape (see README, ``bases status``)."""
+        """The JSON shape (see docs/custody.md, ``bases status``)."""
         return {"base": self.base.public.familiar, "team_copy": self.team_copy, "team_state": self.team_state,
                 "pinned": self.pinned, "held": self.held, "upstream_digest": self.upstream_digest,
                 "upstream": self.upstream, "end_of_life": self.eol.as_dict(), "profiles": list(self.base.profiles),

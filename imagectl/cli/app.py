@@ -87,7 +87,7 @@ def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: st
 
 
 def profile_argument(name: str, **kwargs: Any) -> Callable[[Any], Any]:
-    """A click argument naming profiles, completed by the shell (see README, Shell completion)."""
+    """A click argument naming profiles, completed by the shell (see docs/index.md, Shell completion)."""
     return click.argument(name, shell_complete=complete_profiles, **kwargs)
 
 

@@ -21,7 +21,7 @@ LIST_COLUMNS = ("name", "framework_version", "cuda", "cudnn", "nccl", "python", 
                 "platforms", "lock")
 # list's lock column: where the lock a build installs comes from; "build" = locked at build time (unlocked here)
 UNLOCKED = "build"
-# show's keys, in the order ``show`` prints them (see README for what each means)
+# show's keys, in the order ``show`` prints them (see docs/matrix.md for what each means)
 SHOW_KEYS = ("name", "framework", "framework_version", "cuda", "cuda_release", "cudnn", "nccl", "python",
              "python_supported", "flavor", "os", "base_image", "base_image_pull", "end_of_life", "min_driver",
              "min_driver_compat",
@@ -79,7 +79,7 @@ def size_of(profile: Profile, found: FoundLock | None, config: Config) -> dict[s
 
 
 def describe_profile(profile: Profile, config: Config, matrix: Matrix) -> dict[str, Any]:
-    """Everything ``show --json`` prints for a profile (see README for the keys), in :data:`SHOW_KEYS` order: its
+    """Everything ``show --json`` prints for a profile (docs/matrix.md: the keys), in :data:`SHOW_KEYS` order: its
     facts, where a build pulls its base and installs from, and the lock it installs; the driver floors and GPU
     targets follow the CUDA that lock installs.  Raises InputError for a lock file that cannot be read."""
     found, toolkit, runtime_notes = applying_lock(profile, config, matrix)
