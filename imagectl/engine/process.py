@@ -13,19 +13,27 @@
   containers itself, and nothing imagectl started goes on working for a process that is gone.
 - ``hold_stdin``: the child's stdin is a pipe imagectl holds open until the call returns, so a program that reads it
   to its end learns that imagectl is gone (the compile probe exits then, :mod:`imagectl.assemble.probe`).
+- :func:`run_child` gives the child unnamed temporary files for its output and reads them once it has ended: a
+  child never waits for imagectl to read.  ``buildah run`` (chroot isolation) relays its program's output through a
+  pipe of its own and exits when the program does, dropping what it still holds; while imagectl's other threads (a
+  second build) keep the interpreter busy, imagectl read a pipe too slowly, and the end of the output was lost with
+  exit status 0 (an SBOM listed the dpkg packages up to ``perl-modules`` only).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from typing import IO
 
 from ..stop import Stop
 
@@ -41,14 +49,19 @@ def dying_with_parent(argv: Sequence[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def child(argv: Sequence[str], *, stop: Stop | None = None, hold_stdin: bool = False,
-          apart: bool = False) -> Iterator[subprocess.Popen[str]]:
+def child(argv: Sequence[str], *, stop: Stop | None = None, hold_stdin: bool = False, apart: bool = False,
+          into: tuple[IO[bytes], IO[bytes]] | None = None) -> Iterator[subprocess.Popen[str]]:
     """Start ``argv`` as the module docstring says, its stdout and stderr together in one text pipe (``apart``: in
-    two) that the caller reads; when the block ends the child has ended (it is ended first if the block raises).
-    Raises OSError when it cannot start."""
+    two) that the caller reads, or (``into``) written to the files (stdout's, stderr's; one file for both may be
+    given twice); when the block ends the child has ended (it is ended first if the block raises).  Raises OSError
+    when it cannot start."""
+    if into is not None:
+        stdout: int | IO[bytes] = into[0]
+        stderr: int | IO[bytes] = into[1]
+    else:
+        stdout, stderr = subprocess.PIPE, subprocess.PIPE if apart else subprocess.STDOUT
     process = subprocess.Popen(dying_with_parent(argv), stdin=subprocess.PIPE if hold_stdin else subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE if apart else subprocess.STDOUT,
-                               text=True, errors="replace", bufsize=1)
+                               stdout=stdout, stderr=stderr, text=True, errors="replace", bufsize=1)
     try:
         with stop.hook(lambda: _halt(process)) if stop is not None else contextlib.nullcontext():
             yield process
@@ -66,39 +79,31 @@ def child(argv: Sequence[str], *, stop: Stop | None = None, hold_stdin: bool = F
 def run_child(argv: Sequence[str], *, stop: Stop | None = None, timeout: float | None = None,
               hold_stdin: bool = False) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` to its end (:func:`child`): its status, stdout and stderr (with ``hold_stdin``, stderr comes in
-    stdout).  Raises Stopped when ``stop`` was set meanwhile, subprocess.TimeoutExpired after ``timeout`` seconds
-    (the child ended first), OSError when it cannot start."""
-    with child(argv, stop=stop, hold_stdin=hold_stdin, apart=not hold_stdin) as process:
-        if hold_stdin:  # communicate() would close stdin: read the one pipe, a timer ends a child that runs too long
-            out, err = _read_held(process, timeout), ""
-        else:
-            out, err = process.communicate(timeout=timeout)
-    if stop is not None:
-        stop.check()
-    return subprocess.CompletedProcess(list(argv), process.returncode, out, err)
+    stdout), all of them: its output goes to temporary files, read when it has ended (the module docstring says
+    why).  Raises Stopped when ``stop`` was set meanwhile, subprocess.TimeoutExpired after ``timeout`` seconds (the
+    child ended first), OSError when it cannot start."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        with child(argv, stop=stop, hold_stdin=hold_stdin, into=(out, out if hold_stdin else err)) as process:
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                if hold_stdin:  # a program that reads its stdin gets no SIGTERM grace (buildah run passes none on)
+                    process.kill()
+                raise
+        if stop is not None:
+            stop.check()
+        return subprocess.CompletedProcess(list(argv), process.returncode, _read_back(out), _read_back(err))
 
 
-def _read_held(process: subprocess.Popen[str], timeout: float | None) -> str:
-    """All of ``process``'s output; raises subprocess.TimeoutExpired (after killing it) past ``timeout``."""
-    expired = threading.Event()
-
-    def expire() -> None:
-        expired.set()
-        process.kill()
-
-    timer = threading.Timer(timeout, expire) if timeout is not None else None
-    if timer is not None:
-        timer.daemon = True
-        timer.start()
+def _read_back(file: IO[bytes]) -> str:
+    """What a child wrote to ``file``, as a text pipe would have given it (the locale's encoding, undecodable bytes
+    replaced, universal newlines)."""
+    file.seek(0)
+    text = io.TextIOWrapper(file, errors="replace")
     try:
-        assert process.stdout is not None
-        output = process.stdout.read()
+        return text.read()
     finally:
-        if timer is not None:
-            timer.cancel()
-    if expired.is_set():
-        raise subprocess.TimeoutExpired(process.args, timeout or 0, output)
-    return output
+        text.detach()
 
 
 def _halt(process: subprocess.Popen[str]) -> None:
