@@ -12,7 +12,9 @@ attested again; one carrying some of them (a try that failed part way) gets the 
 nothing, and its notes say so: a local image cannot carry referrers.
 
 The OS packages come from the image itself: one throw-away container reads ``/etc/os-release`` and
-``/var/lib/dpkg/status`` (an image without dpkg gets an SBOM without OS packages, and a note).
+``/var/lib/dpkg/status`` (an image without dpkg gets an SBOM without OS packages, and a note).  Its output ends with
+a mark; output without it was cut short and fails the step (``attest``) instead of making an SBOM that silently
+lacks the packages after the cut.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..assemble.layer import layer_compression, writer_name
 from ..config import Config
 from ..engine import Engine, LineSink
-from ..errors import BuildError, ImagectlError
+from ..errors import BuildError, ImagectlError, OperationError
 from ..image_spec import ImageSpec
 from ..imagecheck.run import CheckRun
 from ..lock.lockfile import canonical_name
@@ -65,9 +67,12 @@ REQUIRED = (CYCLONEDX_BOM, SLSA_PROVENANCE, CHECK_REPORT)  # what an image is pu
 NO_REGISTRY_NOTE = ("attestations (SBOM, provenance, check report) not attached: no [registry] url, and a local image"
                     " cannot carry referrers")
 _SEPARATOR = "--imagectl-dpkg-status--"
-# Run in a container of the image: its os-release, a separator, then its dpkg status (nothing user-controlled here)
+_END = "--imagectl-dpkg-end--"
+# Run in a container of the image: its os-release, a separator, its dpkg status, then an end mark on a line of its
+# own (output cut short lacks it) (nothing user-controlled here)
 _OS_SCRIPT = ("cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>/dev/null; "
-              f"echo {_SEPARATOR}; cat /var/lib/dpkg/status 2>/dev/null || echo {_SEPARATOR}missing")
+              f"echo {_SEPARATOR}; cat /var/lib/dpkg/status 2>/dev/null || echo {_SEPARATOR}missing; "
+              f"echo; echo {_END}")
 
 
 class _Options(Protocol):
@@ -310,12 +315,26 @@ def engine_identity(engine: Engine) -> EngineFacts:
 
 def read_os_packages(engine: Engine, image: str) -> tuple[list[DebPackage], OsRelease, str]:
     """(the dpkg packages, the os-release, "status" or why there are none) of ``image``, read in one throw-away
-    container.  Raises EngineError/OperationError when the container cannot run."""
+    container.  Raises EngineError/OperationError when the container cannot run, OperationError when its output
+    came back cut short (:func:`os_packages_of`)."""
     status, output = engine.run(image, ["sh", "-c", _OS_SCRIPT])
     if status != 0:
         return [], OsRelease(), f"reading the OS packages exited with status {status}: {output.strip()[-200:]}"
-    release_text, _, dpkg_text = output.partition(_SEPARATOR + "\n")
+    try:
+        return os_packages_of(output)
+    except OperationError as exc:
+        raise OperationError(f"reading the OS packages of {image[:19]}: {exc}") from None
+
+
+def os_packages_of(output: str) -> tuple[list[DebPackage], OsRelease, str]:
+    """(the dpkg packages, the os-release, "status" or why there are none) of the output of :data:`_OS_SCRIPT`
+    (pure).  Raises OperationError when the output lacks its end mark: it was cut short, and an SBOM made of it would
+    miss the packages after the cut and say nothing of it."""
+    before, found, _ = output.rpartition("\n" + _END + "\n")
+    if not found:
+        raise OperationError(f"the output ended before its end mark ({len(output)} characters): the dpkg status "
+                             "came back cut short")
+    release_text, _, dpkg_text = before.partition(_SEPARATOR + "\n")
     if dpkg_text.startswith(_SEPARATOR + "missing"):
         return [], parse_os_release(release_text), "the image has no /var/lib/dpkg/status"
     return parse_dpkg_status(dpkg_text), parse_os_release(release_text), "status"
-

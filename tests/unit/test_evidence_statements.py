@@ -15,7 +15,7 @@ from imagectl.config import Config
 
 from imagectl.errors import OperationError
 from imagectl.evidence import dsse
-from imagectl.evidence.attach import layer_writer
+from imagectl.evidence.attach import _OS_SCRIPT, layer_writer, os_packages_of
 from imagectl.evidence.provenance import (
     BuildFacts,
     CheckFacts,
@@ -132,6 +132,20 @@ def test_dpkg_status_and_purls():
     release = parse_os_release('PRETTY_NAME="Ubuntu 22.04.4 LTS"\nID=ubuntu\nVERSION_ID="22.04"\n')
     assert release == OsRelease("ubuntu", "22.04")
     assert deb_purl(debs[0], release) == "pkg:deb/ubuntu/libc6@2.36-9%2Bdeb12u4?arch=amd64&distro=ubuntu-22.04"
+
+
+def test_os_packages_come_from_the_script_s_output_and_output_cut_short_is_refused():
+    assert "echo --imagectl-dpkg-end--" in _OS_SCRIPT  # the script prints the end mark the reader looks for
+    release = 'ID=debian\nVERSION_ID="12"\n'
+    whole = f"{release}--imagectl-dpkg-status--\n{STATUS}\n--imagectl-dpkg-end--\n"
+    debs, found, how = os_packages_of(whole + "a warning buildah wrote to stderr\n")
+    assert ([d.name for d in debs], found, how) == (["libc6", "tzdata"], OsRelease("debian", "12"), "status")
+    missing = f"{release}--imagectl-dpkg-status--\n--imagectl-dpkg-status--missing\n\n--imagectl-dpkg-end--\n"
+    assert os_packages_of(missing) == ([], OsRelease("debian", "12"), "the image has no /var/lib/dpkg/status")
+    # the end of the output lost (buildah run dropped what its relay held): an error, not an SBOM short of packages
+    cut = whole[:whole.index("Package: tzdata") + 30]
+    with pytest.raises(OperationError, match=f"ended before its end mark \\({len(cut)} characters\\)"):
+        os_packages_of(cut)
 
 
 def inputs(**changes) -> SbomInputs:
