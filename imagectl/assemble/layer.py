@@ -141,10 +141,14 @@ class _GzipMembers:
     def finish(self) -> None:
         if not self._pending:
             return
-        self._emit(_GZIP_HEADER)
-        self._emit(deflate(self._pending))
-        self._emit(struct.pack("<II", zlib.crc32(self._pending) & 0xFFFFFFFF, len(self._pending) & 0xFFFFFFFF))
+        self._emit(gzip_member(self._pending))
         self._pending = bytearray()
+
+
+def gzip_member(data: bytes | bytearray) -> bytes:
+    """``data`` as one gzip member of the module docstring's (a header without a name or time,
+    :func:`.deflate.deflate`'s blocks, CRC-32 and size): the same bytes on any machine."""
+    return _GZIP_HEADER + deflate(data) + struct.pack("<II", zlib.crc32(data) & 0xFFFFFFFF, len(data) & 0xFFFFFFFF)
 
 
 class _ZstdFrame:

@@ -457,11 +457,19 @@ class RegistryClient:
 
     def blob_exists(self, repository: str, digest: str) -> bool:
         """True if ``repository`` holds blob ``digest``; raises AuthError if refused, RegistryError otherwise."""
+        return self.blob_size(repository, digest) is not None
+
+    def blob_size(self, repository: str, digest: str) -> int | None:
+        """The size ``repository``'s blob ``digest`` has by the registry's ``HEAD`` (its Content-Length), None when it
+        holds no such blob; raises AuthError if refused, RegistryError otherwise."""
         response = self._request(
             "HEAD", f"/v2/{repository}/blobs/{digest}", _pull(repository),
             f"HEAD blob {_ref(repository, digest)}", ok=(200, 404),
         )
-        return response.status_code == 200
+        if response.status_code != 200:
+            return None
+        length = response.headers.get("Content-Length", "")
+        return int(length) if length.isdigit() else -1
 
     def open_blob(self, repository: str, digest: str) -> BlobReader:
         """A streaming reader of blob ``digest``; close it when done.
