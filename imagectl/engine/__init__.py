@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from ..owner import Owner
 from ..stop import Stop
+
+if TYPE_CHECKING:
+    from ..registry.manifest import Descriptor
 
 LineSink = Callable[[str], None]
 TAIL_LINES = 40
@@ -47,6 +50,18 @@ class Pushed:
     total: int = 0
 
 
+class KnownLayers(Protocol):
+    """What the destination of an export already holds, for an engine that compresses layers itself (Docker's
+    :meth:`~Engine.export_layout`; buildah's compresses with buildah and never asks): ``held`` is the blob of the
+    layer whose uncompressed tar is ``diff_id``, as the layer writer ``writer`` compresses it, where the destination
+    has it (the export then leaves that blob out of the layout), else None; ``start`` makes the first bytes of that
+    blob from the layer itself, for the destination's blob to be checked against.  ``made`` tells of a blob the
+    export just wrote.  Raises RegistryError when the destination cannot be asked."""
+
+    def held(self, diff_id: str, writer: str, start: Callable[[], bytes]) -> Descriptor | None: ...
+    def made(self, diff_id: str, writer: str, blob: Descriptor) -> None: ...
+
+
 @dataclass(frozen=True)
 class ImageInfo:
     """What the engine knows of one local image."""
@@ -67,7 +82,9 @@ class Engine(Protocol):
 
     ``reproducible``: whether the same context and ``source_date_epoch`` give the same image bit for bit (layers,
     config, digests); an engine that cannot promise it says False and ``build`` reports ``"reproducible": false``.
-    ``export_layout`` writes a local image as an OCI image layout directory (for comparing it with a registry's).
+    ``export_layout`` writes a local image as an OCI image layout directory (for comparing it with a registry's, and
+    for ``build``'s push by digest); with ``known``, an engine that compresses the layers itself may leave out the
+    blobs the destination holds (:class:`KnownLayers`): the layout's manifest names them, its ``blobs/`` lacks them.
     ``share_with_docker`` copies a local image into a local Docker daemon, where one answers and the engine is
     another (False: nothing to do), so ``docker run`` finds images built without a registry.
     """
@@ -86,7 +103,7 @@ class Engine(Protocol):
     def pull(self, ref: str, on_line: LineSink) -> ImageInfo: ...
     def run(self, image: str, command: list[str], network: str | None = None, *,
             gpus: bool = False) -> tuple[int, str]: ...
-    def export_layout(self, image: str, dest: Path) -> None: ...
+    def export_layout(self, image: str, dest: Path, *, known: KnownLayers | None = None) -> None: ...
     def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool: ...
 
 
@@ -109,7 +126,8 @@ class LayoutEngine(Engine, Protocol):
     """
 
     def build(self, context: Path, spec: EngineBuild, on_line: LineSink, *, stop: Stop | None = None) -> str: ...
-    def export_layout(self, image: str, dest: Path, *, stop: Stop | None = None) -> None: ...
+    def export_layout(self, image: str, dest: Path, *, known: KnownLayers | None = None,
+                      stop: Stop | None = None) -> None: ...
     def run_mounted(self, image: str, argv: list[str], mounts: Mapping[Path, str], *,
                     timeout: float | None = None, stop: Stop | None = None) -> tuple[int, str]: ...
     def load_layout(self, layout: Path, *, stop: Stop | None = None) -> str: ...

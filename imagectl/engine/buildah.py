@@ -47,7 +47,7 @@ from ..redact import redact
 from ..reference import PINNED_FROM
 from ..registry.layout import link_or_copy
 from ..stop import Stop
-from . import TAIL_LINES, EngineBuild, EngineName, ImageInfo, LayoutEngine, LineSink, Pushed, Staged
+from . import TAIL_LINES, EngineBuild, EngineName, ImageInfo, KnownLayers, LayoutEngine, LineSink, Pushed, Staged
 from .layer_store import LayerStore, storage_layer_id
 from .process import child, run_child
 
@@ -377,9 +377,11 @@ class BuildahEngine(LayoutEngine):
             self._pushed.setdefault(info.id, set()).add(f"{repository}@{pushed.digest}")
         return pushed
 
-    def export_layout(self, image: str, dest: Path, *, stop: Stop | None = None) -> None:
+    def export_layout(self, image: str, dest: Path, *, known: KnownLayers | None = None,
+                      stop: Stop | None = None) -> None:
         """Write ``image`` as an OCI image layout in ``dest``, layers compressed as pushes compress them; an image
-        :meth:`load_layout` loaded from a layout that is still there is that layout (its files linked).  Raises
+        :meth:`load_layout` loaded from a layout that is still there is that layout (its files linked).  ``known`` is
+        not asked: buildah compresses every layer itself, and the push skips the blobs the registry has.  Raises
         Stopped when ``stop`` was set meanwhile."""
         loaded = self._layouts.get(image.removeprefix("sha256:"))
         if loaded is not None and (loaded / "index.json").is_file():

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -21,7 +20,7 @@ from urllib.parse import quote
 from ..progress.push import PushProgress
 from ..redact import redact
 from ..errors import BuildError, EngineError, NotFoundError
-from . import TAIL_LINES, Engine, EngineBuild, EngineName, ImageInfo, LineSink, Pushed
+from . import TAIL_LINES, Engine, EngineBuild, EngineName, ImageInfo, KnownLayers, LineSink, Pushed
 
 
 def _info(attrs: Mapping[str, Any]) -> ImageInfo:
@@ -204,20 +203,22 @@ class DockerEngine(Engine):
         finally:
             container.remove(force=True)
 
-    def export_layout(self, image: str, dest: Path) -> None:
-        """Write ``image`` as an OCI image layout in ``dest`` (``skopeo copy docker-daemon:``: the Engine API has no
-        OCI export), as ``docker push`` would send it: a Docker manifest, gzip layers, and the config as the daemon
-        holds it, so its digest is the image id (an OCI manifest would make skopeo write the config anew).  ``build``
-        pushes this layout by its digest (the daemon's push always names a tag).  Raises EngineError without skopeo
-        or when the copy fails."""
-        skopeo = shutil.which("skopeo")
-        if skopeo is None:
-            raise EngineError("exporting a Docker image as an OCI layout needs skopeo (apt-get install skopeo)")
-        done = subprocess.run([skopeo, "copy", "--quiet", "--format", "v2s2", f"docker-daemon:{image}", f"oci:{dest}"],
-                              capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["skopeo failed"])[-1]
-            raise EngineError(f"engine: export {image}: {last}")
+    def export_layout(self, image: str, dest: Path, *, known: KnownLayers | None = None) -> None:
+        """Write ``image`` as an OCI image layout in ``dest`` from the daemon's ``docker save`` stream
+        (:mod:`.docker_save`: the Engine API has no OCI export): a Docker manifest, the config as the daemon holds it
+        (its digest is the image id), each layer compressed by imagectl's own gzip writer, except those ``known``
+        says the destination holds.  ``build`` pushes this layout by its digest (the daemon's push always names a
+        tag).  Raises EngineError when the image is not there or its save stream cannot be read whole,
+        RegistryError when ``known`` cannot ask the registry."""
+        from .docker_save import layout_from_save
+
+        info = self.inspect(image)
+        if info is None:
+            raise EngineError(f"engine: export {image}: no such image")
+        try:
+            layout_from_save(self.api.get_image(info.id), info.id, dest, known)
+        except (self._errors.DockerException, OSError) as exc:  # requests' errors are OSErrors
+            raise EngineError(f"engine: export {image}: {_short(exc)}") from None
 
     def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool:
         """Nothing to do: the image is in the daemon already."""

@@ -15,7 +15,7 @@ from typing import Literal
 
 from ..config import Config
 from ..errors import EngineError
-from . import Engine, EngineBuild, EngineName, ImageInfo, LayoutEngine, LineSink, Pushed
+from . import Engine, EngineBuild, EngineName, ImageInfo, KnownLayers, LayoutEngine, LineSink, Pushed
 from .features import picks_buildah
 
 EngineChoice = Literal["auto", "docker", "buildah"]
@@ -131,9 +131,9 @@ class LazyEngine(Engine):
         """See :meth:`Engine.run`."""
         return self.connected().run(image, command, network, gpus=gpus)
 
-    def export_layout(self, image: str, dest: Path) -> None:
+    def export_layout(self, image: str, dest: Path, *, known: KnownLayers | None = None) -> None:
         """See :meth:`Engine.export_layout`."""
-        self.connected().export_layout(image, dest)
+        self.connected().export_layout(image, dest, known=known)
 
     def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool:
         """See :meth:`Engine.share_with_docker`."""

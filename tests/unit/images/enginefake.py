@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from imagectl.config import Config
-from imagectl.engine import EngineBuild, ImageInfo, LineSink, Pushed
+from imagectl.engine import EngineBuild, ImageInfo, KnownLayers, LineSink, Pushed
 from imagectl.errors import BuildError, EngineError, NotFoundError
 from imagectl.imagecheck.run import CHECK_COMMAND
 from imagectl.labels import (CUDA, CUDNN, EXTRAS, FRAMEWORK, FRAMEWORK_VERSION, LOCK_PACKAGES, LOCK_SHA256, NCCL,
@@ -179,7 +179,7 @@ class FakeEngine:
     def version(self) -> str:
         return "fake"
 
-    def export_layout(self, image: str, dest: Path) -> None:
+    def export_layout(self, image: str, dest: Path, *, known: KnownLayers | None = None) -> None:
         raise EngineError("the fake engine exports no layouts")
 
     def share_with_docker(self, image: str, repository: str, tags: tuple[str, ...]) -> bool:
