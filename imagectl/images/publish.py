@@ -32,6 +32,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config import Config
 from ..engine import Engine, LineSink, Pushed
@@ -42,34 +43,46 @@ from ..tags.naming import MOVING_TAG, short_digest
 from ..tags.store import TagStore
 from .immutable import same_image
 
+if TYPE_CHECKING:
+    from .known_layers import RegistryLayers
+
 
 def push_by_digest(engine: Engine, image_id: str, repo: Reference, config: Config,  # noqa: PLR0913
                    on_line: LineSink, layout: Path | None = None) -> Pushed:
     """Push the local image ``image_id`` to ``repo`` by its digest, no tag (step 1 of the module docstring): the
     OCI ``layout`` it was loaded from (an assembled image), else the engine's export of it
-    (:meth:`~imagectl.engine.Engine.export_layout`), blob by blob, sending only what the registry lacks.  Raises
+    (:meth:`~imagectl.engine.Engine.export_layout`), blob by blob, sending only what the registry lacks.  An engine
+    that compresses layers itself (Docker's) leaves out of its export the layers whose blobs the registry holds
+    (:mod:`.known_layers`: it compresses only the new ones), and a line says how many it compressed.  Raises
     BuildError (step ``push``)."""
-    with tempfile.TemporaryDirectory(prefix="imagectl-push-") as tmp:
-        if layout is None:
-            layout = Path(tmp) / "layout"
-            on_line(f"push: writing {short_digest(image_id)} as an OCI layout")
-            try:
-                engine.export_layout(image_id, layout)
-            except OperationError as exc:
-                raise BuildError(f"push of {repo.familiar}: {exc}", "push") from None
-        return _push_layout(layout, repo, config, on_line)
-
-
-def _push_layout(layout: Path, repo: Reference, config: Config, on_line: LineSink) -> Pushed:
     from ..registry.access import client_for  # here: the registry package loads requests
+    from ..registry.layout import LayoutError
     from ..registry.layout_push import push_layout
+    from .known_layers import LayerDigests, RegistryLayers
 
-    try:
-        with client_for(repo.domain, config.insecure_hosts, config.registry_timeout) as client:
-            done = push_layout(client, layout, repo.path, None, on_line=on_line)
-    except OperationError as exc:
-        raise BuildError(f"push of {repo.familiar}: {exc}", "push") from None
+    with tempfile.TemporaryDirectory(prefix="imagectl-push-") as tmp:
+        try:
+            with client_for(repo.domain, config.insecure_hosts, config.registry_timeout) as client:
+                if layout is None:
+                    layout = Path(tmp) / "layout"
+                    _export(engine, image_id, layout, RegistryLayers(client, repo.path, LayerDigests.default(),
+                                                                     on_line))
+                done = push_layout(client, layout, repo.path, None, on_line=on_line)
+        except (OperationError, LayoutError) as exc:  # LayoutError: a blob the registry held went meanwhile
+            raise BuildError(f"push of {repo.familiar}: {exc}", "push") from None
     return Pushed(done.digest, done.uploaded, done.total)
+
+
+def _export(engine: Engine, image_id: str, layout: Path, known: RegistryLayers) -> None:
+    """``engine``'s export of ``image_id`` into ``layout``, the blobs ``known`` finds in the registry left out; the
+    mapping of layers to blobs saved, and what was compressed said.  Raises OperationError."""
+    known.on_line(f"push: writing {short_digest(image_id)} as an OCI layout")
+    try:
+        engine.export_layout(image_id, layout, known=known)
+    finally:
+        known.digests.save()
+    if summary := known.summary():
+        known.on_line(summary)
 
 
 def name_published(store: TagStore, tag: str, target: str, is_this_image: Callable[[str], bool]) -> bool:
