@@ -207,6 +207,7 @@ def _layer_blobs(members: _Members, layers: list[tuple[str, _Spooled]], dest: Pa
             continue
         assert layer.path is not None  # dropped only when held
         made[diff_id] = compress_layer(layer.path, blobs)
+        layer.path.unlink()  # the disk holds a layer twice only while it is compressed
         if known is not None:
             known.made(diff_id, SAVE_WRITER, made[diff_id])
     return [made[diff_id] for diff_id, _ in layers]
