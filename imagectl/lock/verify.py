@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from packaging.version import Version
+from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from .. import shipped
 from ..config import Config
@@ -79,18 +80,40 @@ def profile_of(lock: Lock, matrix: Matrix) -> Profile | None:
     return profile if profile_lock_id(profile, platform) == lock.header.lock_id else None
 
 
+def same_version(filename: str, version: str) -> bool:
+    """Whether the wheel or sdist ``filename`` is of ``version`` (pure; a name that is neither: False)."""
+    try:
+        found = (parse_wheel_filename(filename)[1] if filename.endswith(".whl")
+                 else parse_sdist_filename(filename)[1])
+        return found == Version(version)
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return False
+
+
 def yanked_problems(lock: Lock, settings: IndexSettings = DEFAULT_SETTINGS) -> list[str]:
     """The locked files the lock's index marks yanked (one request per package, each within the ``[pip] timeout``
-    of ``settings``); raises nothing: an index that cannot be read is a problem line too."""
+    of ``settings``); raises nothing: an index that cannot be read is a problem line too.  A file is the locked one
+    when its listed sha256 is one of the lock's; an index that lists files without a sha256 (a static folder) is
+    matched by the version in the file name, and the line says so."""
     def one(pkg) -> list[str]:
         try:
             files = project_files(lock.header.index, pkg.name, settings=settings)
         except ImagectlError as exc:
             return [f"{pkg.name}: cannot read the index: {exc}"]
         hashes = set(pkg.hashes)
-        return [f"{pkg.name}=={pkg.version}: {f.filename} is yanked"
-                + (f" ({f.yanked_reason})" if f.yanked_reason else "")
-                for f in files if f.yanked and f.hashes.get("sha256") in hashes]
+        out = []
+        for f in files:
+            if not f.yanked:
+                continue
+            listed = f.hashes.get("sha256")
+            if listed is not None and listed not in hashes:
+                continue
+            if listed is None and not same_version(f.filename, pkg.version):
+                continue
+            out.append(f"{pkg.name}=={pkg.version}: {f.filename} is yanked"
+                       + (f" ({f.yanked_reason})" if f.yanked_reason else "")
+                       + (" (the index lists it without a sha256: matched by version)" if listed is None else ""))
+        return out
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         return [line for lines in pool.map(one, lock.packages) for line in lines]

@@ -1,7 +1,8 @@
 """A build from a team's static index (issue 35, item 6): a folder of wheels with ``simple/`` pages whose links carry
 no ``#sha256=``, served by the standard library's ``http.server``.  ``imagectl lock`` (uv) locks from it; both
 engines build from it (Docker: pip ``--require-hashes``; buildah: imagectl picks the file by its name and checks the
-lock's sha256 on the stream); a wheel whose bytes are not the lock's is refused with one line and nothing is pushed.
+lock's sha256 on the stream); a wheel whose bytes are not the lock's is refused with one line and nothing is pushed;
+``lock --check`` finds a locked file the pages mark yanked (``data-yanked``), though they list no sha256.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def rewrite_with_other_bytes(wheel: Path) -> str:
     return hashlib.sha256(wheel.read_bytes()).hexdigest()
 
 
-def test_a_static_index_without_hashes_locks_and_builds_and_a_changed_wheel_is_refused(
+def test_a_static_index_without_hashes_locks_and_builds_refuses_a_changed_wheel_and_finds_a_yanked_one(
         run_cli, tmp_path, monkeypatch, static_index, mirror, registry, docker_config, engine):
     pages = sorted((static_index.root / "simple").rglob("index.html"))
     assert len(pages) > 20 and not [p for p in pages if "#sha256" in p.read_text() or "sha256=" in p.read_text()]
@@ -103,3 +104,16 @@ def test_a_static_index_without_hashes_locks_and_builds_and_a_changed_wheel_is_r
             [kept] = [p for h in package.hashes for p in (wheels / h).glob("*.whl")]
             assert hashlib.sha256(kept.read_bytes()).hexdigest() in package.hashes
         assert wheel.name in static_index.downloads()
+
+
+    # lock --check matched yanked files by their listed sha256 only, so an index that lists none (this folder, its
+    # pages carrying data-yanked) never reported one; now such a file is matched by its version, and says so
+    assert run_cli("lock", "--check", "--framework", "torch").code == 0
+    wheel.with_name(wheel.name + ".yanked").write_text("broken on 3.11\n")
+    write_static_pages(static_index.root)
+    page = (static_index.root / "simple" / "filelock" / "index.html").read_text()
+    assert 'data-yanked="broken on 3.11"' in page and "sha256" not in page
+    found = run_cli("lock", "--check", "--framework", "torch")
+    assert found.code == 1, found.err[-3000:]
+    assert (f"filelock=={filelock.version}: {wheel.name} is yanked (broken on 3.11) (the index lists it without a "
+            "sha256: matched by version)") in found.err

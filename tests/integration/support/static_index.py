@@ -23,18 +23,28 @@ from tests.integration.support.wheels import project_of_wheel
 
 def write_static_pages(root: Path) -> list[str]:
     """Write ``root/simple/index.html`` and ``root/simple/<project>/index.html`` for the wheels in
-    ``root/files``; each link is ``../../files/<wheel>``, without a fragment.  Returns the projects."""
+    ``root/files``; each link is ``../../files/<wheel>``, without a fragment (``data-yanked`` for a wheel with a
+    ``<wheel>.yanked`` file beside it).  Returns the projects."""
     projects: dict[str, list[str]] = {}
     for wheel in sorted((root / "files").glob("*.whl")):
         projects.setdefault(project_of_wheel(wheel.name), []).append(wheel.name)
     for project, wheels in projects.items():
-        links = "".join(f'<a href="../../files/{html.escape(w)}">{html.escape(w)}</a><br>\n' for w in wheels)
+        files = root / "files"
+        links = "".join(f'<a href="../../files/{html.escape(w)}"{_yanked(files / w)}>{html.escape(w)}</a><br>\n'
+                        for w in wheels)
         page = root / "simple" / project / "index.html"
         page.parent.mkdir(parents=True, exist_ok=True)
         page.write_text(f"<html><head><title>Links for {project}</title></head><body>\n{links}</body></html>\n")
     links = "".join(f'<a href="{p}/">{p}</a><br>\n' for p in sorted(projects))
     (root / "simple" / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
     return sorted(projects)
+
+
+def _yanked(wheel: Path) -> str:
+    """The PEP 592 ``data-yanked`` attribute of ``wheel``'s link while ``<wheel>.yanked`` lies beside it (its text,
+    stripped, is the reason), else nothing: a static page can carry it as PyPI's do."""
+    marker = wheel.with_name(wheel.name + ".yanked")
+    return f' data-yanked="{html.escape(marker.read_text().strip())}"' if marker.is_file() else ""
 
 
 @dataclass
