@@ -17,20 +17,19 @@ the index by digest (:func:`~imagectl.registry.copy.copy_image`), then the refer
 and manifests are put by digest (the same bytes, whoever writes them), referrers go under their own tags and into
 the referrers index by read, add, write, read back (:func:`~imagectl.registry.referrers.copy_referrers`), and both
 syncs write the same digest under the tag.  The registry itself may briefly not see a blob or manifest the other
-sync is writing again at that moment (:func:`settled`): the writes are then done again.  When upstream moves between
+sync is linking again at that moment: the client puts the manifest again then
+(:meth:`~imagectl.registry.client.RegistryClient.put_manifest`).  When upstream moves between
 two syncs the tag ends on one of the two digests and both stay reachable under their digest tags.
 """
 
 from __future__ import annotations
 
-import random
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal, TypeVar
+from typing import Literal
 
 from ..config import Config
-from ..errors import AuthError, ImagectlError, InputError, NotFoundError, RegistryError
+from ..errors import AuthError, ImagectlError, InputError, NotFoundError
 from ..reference import Reference
 from ..registry.copy import Endpoint, copy_image
 from ..registry.manifest import Manifest, is_platform_entry, platform_name
@@ -42,8 +41,6 @@ from .naming import MatrixBase, digest_tag, team_copy, upstream
 NO_REGISTRY = "bases sync: no team registry configured ([registry] url or IMAGECTL_REGISTRY_URL)"
 SyncAction = Literal["copied", "unchanged", "gone", "failed"]
 MOUNT_CANDIDATES = 3  # profile repositories asked per blob before streaming it across
-WRITE_TRIES = 4  # of a sync's writes, while a concurrent writer's link rewrite hides what was just written (settled)
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -109,8 +106,8 @@ def _sync(base: MatrixBase, team: Reference, config: Config, clients: HostClient
     src = Endpoint(clients.ask(source_ref.domain, lambda c: c), source_ref.path)
     dst = Endpoint(clients.ask(team.domain, lambda c: c), team.path)
     mounted = mount_from_team(src, dst, manifest, mount_candidates(base, config.namespace))
-    copied, referrers = settled(lambda: _copy(src, dst, manifest, base.tag, write_tag=before != manifest.digest,
-                                              max_referrers=config.max_referrers))
+    copied, referrers = _copy(src, dst, manifest, base.tag, write_tag=before != manifest.digest,
+                              max_referrers=config.max_referrers)
     action: SyncAction = "unchanged" if before == manifest.digest else "copied"
     previous = before if before and before != manifest.digest else ""
     notes = tuple(line for r in referrers for line in r.notes())
@@ -136,24 +133,6 @@ def _copy(src: Endpoint, dst: Endpoint, manifest: Manifest, tag: str, *,  # noqa
     if write_tag:
         dst.client.put_manifest(dst.repository, tag, manifest)
     return len(report.uploaded) + len(report.mounted), referrers
-
-
-def settled(write: Callable[[], T], tries: int = WRITE_TRIES, sleep: Callable[[float], None] = time.sleep) -> T:
-    """``write()``, again after a short random wait while the registry refuses a manifest for naming a blob or
-    manifest it does not know (``*_UNKNOWN``) though it was just written, at most ``tries`` times.  Another sync
-    writing the same blob or child manifest at the same moment causes that: CNCF distribution's filesystem storage
-    rewrites the repository's link file in place, and a manifest PUT that reads it half-written finds no blob.
-    Every write of a sync is idempotent, so doing them again is safe.  Raises the last error."""
-    for attempt in range(tries):
-        try:
-            return write()
-        except (AuthError, NotFoundError):
-            raise
-        except RegistryError as exc:
-            if "_UNKNOWN" not in str(exc) or attempt == tries - 1:
-                raise
-            sleep(random.uniform(0.1, 0.4) * (attempt + 1))
-    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def mount_from_team(source: Endpoint, target: Endpoint, manifest: Manifest, candidates: Sequence[str]) -> list[str]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import random
 import time
 import warnings
 from dataclasses import dataclass, field, replace
@@ -44,7 +45,7 @@ from .auth import MAX_TOKEN_BYTES, Authenticator, CredentialsLookup, TokenCache,
 from .body import ERROR_BODY_BYTES, is_read, read_body, read_some
 from .credentials import Credentials, load_credentials
 from .deadline import PROGRESS_BYTES, Clock, Deadline, transfer_seconds
-from .error_factory import error_from_response, oci_error_codes, unreachable_error
+from .error_factory import error_from_response, oci_error_codes, oci_error_detail, unreachable_error
 from .index_walk import walk_index
 from .loopback import hostname
 from .manifest import (
@@ -74,6 +75,8 @@ MAX_TAGS = 100_000
 MAX_REDIRECTS = 10
 DEFAULT_TIMEOUT_S = 45.0  # a registry that never answers fails a command well within a minute
 DEFAULT_RETRY = RetryPolicy()  # frozen: one value serves every client
+PUT_TRIES = 4  # a manifest PUT refused while another writer links its blobs: sent at most this many times
+_LINK_RACE_CODES = frozenset({"MANIFEST_BLOB_UNKNOWN", "BLOB_UNKNOWN", "MANIFEST_UNKNOWN", "DIGEST_INVALID"})
 _REDIRECTS = (301, 302, 303, 307, 308)
 _CHUNK = 1024 * 1024
 _TLS_HINT = "if it serves plain http or a self-signed certificate, configure it as insecure"
@@ -373,16 +376,48 @@ class RegistryClient:
     def put_manifest(self, repository: str, reference: str, manifest: Manifest) -> str:
         """Store ``manifest``'s raw bytes under tag or digest ``reference``, as its own media type.
 
-        Returns the digest of the bytes stored.  Raises AuthError if refused, NotFoundError if a blob or child
-        manifest it refers to is missing (some registries say 400 instead: RegistryError), DigestMismatchError
-        if the registry answers another digest than the bytes have.
+        A refusal naming a blob or child manifest the registry does not know (400 ``MANIFEST_BLOB_UNKNOWN``,
+        ``BLOB_UNKNOWN``, ``MANIFEST_UNKNOWN``, ``DIGEST_INVALID``) while each of them answers a HEAD right after
+        is a write racing this one, not a missing blob: CNCF distribution's filesystem storage (before v3)
+        rewrites a repository's link file in place, so a manifest PUT that reads it while another push of the
+        same blob (an identical build, a sync, a copy) links it finds it empty.  The PUT is sent again after a
+        short random wait, at most ``PUT_TRIES`` times in all; a blob or child manifest that answers no HEAD
+        after two refusals a wait apart is missing.
+
+        Returns the digest of the bytes stored.  Raises AuthError if refused, NotFoundError naming the blob or
+        child manifest that is missing, DigestMismatchError if the registry answers another digest than the bytes
+        have, RegistryError otherwise (the last refusal when every try was one).
         """
         what = f"PUT manifest {_ref(repository, reference)}"
-        response = self._request(
-            "PUT", f"/v2/{repository}/manifests/{reference}", _push(repository), what,
-            headers={"Content-Type": manifest.media_type}, data=manifest.raw, ok=(200, 201),
-        )
-        return verified_digest(manifest.raw, response.headers.get("Docker-Content-Digest"), self.host, what)
+        missing_before = ""
+        for attempt in range(PUT_TRIES):
+            response = self._request(
+                "PUT", f"/v2/{repository}/manifests/{reference}", _push(repository), what,
+                headers={"Content-Type": manifest.media_type}, data=manifest.raw, ok=(200, 201, 400),
+            )
+            if response.status_code != 400:
+                return verified_digest(manifest.raw, response.headers.get("Docker-Content-Digest"), self.host, what)
+            refused = error_from_response(response, self.host, what, self._hint(response))
+            if not oci_error_codes(response) & _LINK_RACE_CODES or attempt + 1 == PUT_TRIES:
+                raise refused
+            missing = self._first_missing(repository, manifest)
+            if missing and missing == missing_before:  # missing at two looks a wait apart: gone, not being linked
+                raise NotFoundError(f"registry {self.host}: {what}: {missing} is not in {repository} "
+                                    f"({response.status_code} {oci_error_detail(response)})")
+            missing_before = missing
+            self._retry.sleep(random.uniform(0.1, 0.3) * 2 ** attempt)
+        raise AssertionError("unreachable")  # the last try returns or raises
+
+    def _first_missing(self, repository: str, manifest: Manifest) -> str:
+        """The first blob or child manifest of ``manifest`` that ``repository`` lacks now ("" if none), as
+        ``blob sha256:...`` or ``manifest sha256:...``."""
+        for blob in manifest.blobs():
+            if not self.blob_exists(repository, blob.digest):
+                return f"blob {blob.digest}"
+        for child in manifest.children():
+            if self.head_manifest(repository, child.digest) is None:
+                return f"manifest {child.digest}"
+        return ""
 
     def delete_manifest(self, repository: str, digest: str) -> None:
         """Delete the manifest ``digest`` (and so every tag pointing to it).

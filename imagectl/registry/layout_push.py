@@ -202,40 +202,17 @@ def _stopping(on_bytes: Callable[[int], None], stop: Stop) -> Callable[[int], No
 
 
 def _put_manifest(client: RegistryClient, repository: str, reference: str, manifest: Manifest) -> str:
-    """Put ``manifest`` under ``reference``; a refusal because a blob is gone becomes one clear line.
-
-    A refusal while every blob is there (looked at right after it) is put again once: another push of the same
-    blob (an identical build racing this one) was linking it into the repository at that moment, and CNCF
-    distribution answers 400 (``MANIFEST_BLOB_UNKNOWN``, ``DIGEST_INVALID``) for a blob whose link is being
-    rewritten.
+    """Put ``manifest`` under ``reference`` (the client sends it again while another writer links the same blobs:
+    :meth:`~.client.RegistryClient.put_manifest`); a refusal because a blob is gone becomes one clear line.
 
     Raises OperationError when a blob or child manifest it needs is no longer in ``repository`` (deleted by
     another writer since it was pushed), AuthError, RegistryError otherwise.
     """
     try:
         return client.put_manifest(repository, reference, manifest)
-    except AuthError:
-        raise
-    except RegistryError as exc:
-        missing = _missing(client, repository, manifest)
-        if not missing:
-            return client.put_manifest(repository, reference, manifest)
-        raise OperationError(
-            f"registry {client.host}: PUT manifest {repository}:{reference}: {missing} is no longer in {repository} "
-            f"though it was pushed a moment ago (deleted by another writer or garbage collection?); push again "
-            f"({exc})"
-        ) from None
-
-
-def _missing(client: RegistryClient, repository: str, manifest: Manifest) -> str:
-    """The first blob or child manifest of ``manifest`` the repository lacks now ("" if none)."""
-    for blob in manifest.blobs():
-        if not client.blob_exists(repository, blob.digest):
-            return f"blob {blob.digest}"
-    for child in manifest.children():
-        if client.head_manifest(repository, child.digest) is None:
-            return f"manifest {child.digest}"
-    return ""
+    except NotFoundError as exc:
+        raise OperationError(f"{exc}: it was pushed a moment ago (deleted by another writer or garbage "
+                             "collection?); push again") from None
 
 
 class MountSources:

@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from imagectl.errors import ImagectlError, OperationError
+from imagectl.errors import ImagectlError, NotFoundError, OperationError
 from imagectl.reference import parse_reference
 from imagectl.registry import RegistryClient
 from imagectl.tags.moves import MoveResult, guarded_move, promote, rollback
@@ -460,6 +460,59 @@ def publish_as_a_build_does(index: int, host: str, image_id: str, barrier: Any, 
         if index == 0:
             pushed.set()
         results.put((n, index, outcome))
+
+
+def _link_of(registry, repo: str, digest: str) -> Path:
+    """The file in the registry's storage that links blob ``digest`` into ``repo``."""
+    return (registry.root / "data/docker/registry/v2/repositories" / repo / "_layers/sha256"
+            / digest.removeprefix("sha256:") / "link")
+
+
+def test_a_tag_put_while_another_push_links_its_blobs_is_put_again(registry):
+    """What the identical-builds race left in CI: build 0's tag PUT answered 400 (``DIGEST_INVALID``,
+    ``MANIFEST_BLOB_UNKNOWN``) though every blob was there.  Distribution 2.x rewrites a repository's link file in
+    place (truncate, then write) each time a push of the blob ends, so a manifest PUT that reads the link while
+    build 1 pushes the same blob finds it empty.  Here the proxy empties the config's link (what that rewrite does
+    first) as the tag PUT goes by, and writes it back a moment later, as the rewrite does."""
+    client = RegistryClient(registry.host, insecure=True)
+    repo = f"relinked/{PROFILE}"
+    image = make_sample_image({"layer.txt": b"linked again\n"}, labels=LABELS)
+    digest = push_sample_image(client, repo, tag_of(1), image)
+    config = client.get_manifest(repo, digest).config()
+    assert config is not None
+    link = _link_of(registry, repo, config.digest)
+    held = link.read_bytes()
+    rewrites: list[str] = []
+
+    def rewrite_in_place(path: str) -> None:
+        link.write_bytes(b"")
+        threading.Timer(0.05, link.write_bytes, args=(held,)).start()
+        rewrites.append(path)
+
+    proxy = TamperingProxy(registry.url)
+    proxy.once("PUT", f"/v2/{repo}/manifests/{tag_of(2)}", rewrite_in_place)
+    try:
+        _store(proxy.host, repo).point(tag_of(2), digest)
+    finally:
+        proxy.stop()
+    assert rewrites == [f"/v2/{repo}/manifests/{tag_of(2)}"]  # the fault was met
+    assert [p for m, p in proxy.seen if m == "PUT"].count(f"/v2/{repo}/manifests/{tag_of(2)}") >= 2
+    assert client.head_manifest(repo, tag_of(2)) == digest
+
+
+def test_a_manifest_put_refused_for_a_blob_really_gone_names_it(registry):
+    """The other side of the rule above: a blob that stays missing is named in one line, after two looks."""
+    client = RegistryClient(registry.host, insecure=True)
+    repo = f"unlinked/{PROFILE}"
+    digest = push_sample_image(client, repo, tag_of(1), make_sample_image({"layer.txt": b"gone\n"}, labels=LABELS))
+    manifest = client.get_manifest(repo, digest)
+    layer = manifest.layers()[0].digest
+    _link_of(registry, repo, layer).unlink()
+    with pytest.raises(NotFoundError) as raised:
+        client.put_manifest(repo, tag_of(2), manifest)
+    message = str(raised.value)
+    assert f"blob {layer} is not in {repo}" in message and "MANIFEST_BLOB_UNKNOWN" in message, message
+    assert "\n" not in message and client.head_manifest(repo, tag_of(2)) is None
 
 
 def test_identical_builds_racing_both_succeed_and_report_one_image(registry, tmp_path):

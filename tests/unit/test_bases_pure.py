@@ -249,30 +249,3 @@ def test_list_upstream_warns_about_an_unreachable_upstream_and_does_not_fail(run
     assert asked.code == 0 and asked.out == plain.out
     warned = [line for line in asked.err.splitlines() if line.startswith("warning: could not ask upstream")]
     assert len(warned) == 1 and closed in warned[0], asked.err
-
-
-def test_settled_writes_again_only_while_the_registry_does_not_see_what_was_written():
-    from imagectl.bases.sync import settled
-    from imagectl.errors import NotFoundError
-
-    unknown = RegistryError("registry r: PUT manifest x: 400 Bad Request (MANIFEST_BLOB_UNKNOWN: blob unknown)")
-    calls, waits = [], []
-
-    def flaky(failures: int, error: Exception):
-        def write() -> str:
-            calls.append(1)
-            if len(calls) <= failures:
-                raise error
-            return "done"
-        return write
-
-    assert settled(flaky(2, unknown), sleep=waits.append) == "done" and len(calls) == 3 and len(waits) == 2
-    calls.clear()
-    with pytest.raises(RegistryError, match="MANIFEST_BLOB_UNKNOWN"):
-        settled(flaky(9, unknown), tries=3, sleep=waits.append)
-    assert len(calls) == 3
-    for other in (RegistryError("registry r: 500 Internal Server Error"), NotFoundError("no such blob")):
-        calls.clear()
-        with pytest.raises(RegistryError):
-            settled(flaky(1, other), sleep=waits.append)
-        assert len(calls) == 1  # another failure is no race: not done again
