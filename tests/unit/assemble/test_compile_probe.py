@@ -5,6 +5,7 @@ imagectl.assemble.compile (probe_folder, probe_argv)."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import json
 import marshal
@@ -228,10 +229,10 @@ def test_the_probe_compiles_with_its_worker_processes_while_it_watches_its_stdin
 
 
 WORKER_PARENT = """
-import subprocess, sys, time
+import os, subprocess, sys, time
 code = ("import os, sys, time; sys.path.insert(0, sys.argv[1]); import compile_probe; "
-        "compile_probe.end_with_parent(os.getppid(), 0.1); time.sleep(600)")
-worker = subprocess.Popen([sys.executable, "-c", code, sys.argv[1]])
+        "compile_probe.end_with_parent(int(sys.argv[2]), 0.1); time.sleep(600)")
+worker = subprocess.Popen([sys.executable, "-c", code, sys.argv[1], str(os.getpid())])  # as the pool's initargs
 print(worker.pid, flush=True)
 time.sleep(600)
 """
@@ -241,8 +242,13 @@ def test_a_compile_worker_ends_when_the_probe_is_killed():
     folder = str(Path(compile_probe.__file__).parent)
     probe = subprocess.Popen([sys.executable, "-c", WORKER_PARENT, folder], stdout=subprocess.PIPE, text=True)
     worker = int(probe.stdout.readline())
-    time.sleep(0.5)
-    assert not _gone(worker)
-    probe.send_signal(signal.SIGKILL)
-    probe.wait()
-    assert _poll(lambda: _gone(worker))  # not left waiting for work forever
+    try:
+        time.sleep(0.5)
+        assert not _gone(worker)
+        probe.send_signal(signal.SIGKILL)
+        probe.wait()
+        assert _poll(lambda: _gone(worker))  # not left waiting for work forever
+    finally:
+        probe.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, signal.SIGKILL)
