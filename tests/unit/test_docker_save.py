@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from imagectl.assemble.layer import gzip_member
-from imagectl.engine.docker_save import MEMBER_BYTES, layout_from_save
+from imagectl.engine.docker_save import MEMBER_BYTES, compress_layer, gzip_member, layout_from_save
 from imagectl.errors import EngineError
 
 
@@ -94,3 +93,19 @@ def test_a_stream_that_is_not_the_image_is_refused_with_one_line(tmp_path, case)
     with pytest.raises(EngineError, match=r"^docker save: ") as raised:
         layout_from_save(chunks(stream, 4096), image_id, tmp_path / "layout")
     assert "\n" not in str(raised.value)
+
+
+def test_a_layer_of_many_members_is_its_runs_compressed_in_order_and_gzip_reads_it_back(tmp_path):
+    """The members are compressed side by side (WORKERS threads) and written in the tar's order: the blob is the
+    runs of MEMBER_BYTES, each one gzip member, and smaller than the tar (zlib level 1, not stored blocks)."""
+    text = b"".join(b"line %d of a layer that compresses\n" % n for n in range(900_000))
+    tar = tmp_path / "layer.tar"
+    tar.write_bytes(text)
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    blob = compress_layer(tar, blobs)
+    data = (blobs / blob.digest.removeprefix("sha256:")).read_bytes()
+    runs = [text[i:i + MEMBER_BYTES] for i in range(0, len(text), MEMBER_BYTES)]
+    assert len(runs) > 6 and data == b"".join(gzip_member(run) for run in runs)
+    assert gzip.decompress(data) == text and blob.size == len(data) < len(text) // 3
+    assert blob.digest == f"sha256:{hashlib.sha256(data).hexdigest()}"
