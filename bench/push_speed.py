@@ -238,8 +238,8 @@ def imagectl_build(state: Fresh, project: Path, profile: str, flags: tuple[str, 
 
 
 def keep_evidence(state: Fresh, profile: str, document: str, result: dict) -> None:
-    """With ``IMAGECTL_BENCH_KEEP=DIR``: the build's ``--json`` document, its log and, for a buildah image, ``pip
-    freeze`` in it (run in the row's storage before it is deleted) go to DIR, for a report by hand."""
+    """With ``IMAGECTL_BENCH_KEEP=DIR``: the build's ``--json`` document, its log and ``pip freeze`` in the image (run
+    in the row's storage or daemon before it is deleted) go to DIR, for a report by hand."""
     keep = os.environ.get("IMAGECTL_BENCH_KEEP")
     if not keep:
         return
@@ -248,9 +248,12 @@ def keep_evidence(state: Fresh, profile: str, document: str, result: dict) -> No
     stem = f"{state.folder.name}-{profile}-{int(time.time())}"
     (folder / f"{stem}.json").write_text(document)
     shutil.copy(state.folder / f"build-{profile}.log", folder / f"{stem}.log")
-    if result.get("engine") != "buildah":
-        return
     ref = f"{result['repository']}:{result['tag']}"
+    if result.get("engine") == "docker":
+        freeze = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "/opt/venv/bin/pip",
+                                 ref, "freeze"], env=state.env, capture_output=True, text=True)
+        (folder / f"{stem}.freeze").write_text(freeze.stdout + freeze.stderr)
+        return
     made = subprocess.run(["buildah", "from", "--pull-never", ref], env=state.env, capture_output=True, text=True)
     if made.returncode != 0:
         (folder / f"{stem}.freeze").write_text(f"buildah from {ref} failed: {made.stderr}")
