@@ -43,6 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # minute or two of mmdebstrap and image builds, which every build test waits for), so the unit tests come right
 # after it: the other processes run them meanwhile.  Only the order of groups changes; a group's tests keep theirs.
 LONGEST_FIRST = ("tests/integration/test_build.py:docker", "tests/integration/test_build.py:buildah",
+                 "tests/integration/test_unhashed_index.py:buildah", "tests/integration/test_unhashed_index.py:docker",
                  "tests/integration/test_locks.py::test_fresh_runners_share_the_cuda_layer_upload_none_of_it_and_"
                  "reproduce_an_image",
                  "tests/integration/test_locks.py", "tests/integration/test_platform_build.py",
@@ -50,8 +51,9 @@ LONGEST_FIRST = ("tests/integration/test_build.py:docker", "tests/integration/te
                  "tests/integration/test_system_lock.py", "tests/integration/test_cluster.py",
                  "tests/integration/test_build_progress.py", "tests/integration/test_secrets.py")
 # Files whose tests on the two engines (the ``engine`` fixture) are two groups, so two processes share them: the
-# buildah half of test_build alone is some 4 minutes of builds.
-SPLIT_BY_ENGINE = ("tests/integration/test_build.py",)
+# buildah half of test_build alone is some 4 minutes of builds, each half of test_unhashed_index 4-5 (CI: 560 s as one
+# group, run last).
+SPLIT_BY_ENGINE = ("tests/integration/test_build.py", "tests/integration/test_unhashed_index.py")
 # Tests that are a group of their own (three runners' full builds, some 3 minutes; the module fixtures they use are
 # made again in their process: a stand-in index, seconds).
 OWN_GROUP = ("tests/integration/test_locks.py::test_fresh_runners_share_the_cuda_layer_upload_none_of_it_and_"
