@@ -148,7 +148,13 @@ class _GzipMembers:
 def gzip_member(data: bytes | bytearray) -> bytes:
     """``data`` as one gzip member of the module docstring's (a header without a name or time,
     :func:`.deflate.deflate`'s blocks, CRC-32 and size): the same bytes on any machine."""
-    return _GZIP_HEADER + deflate(data) + struct.pack("<II", zlib.crc32(data) & 0xFFFFFFFF, len(data) & 0xFFFFFFFF)
+    return gzip_frame(deflate(data), data)
+
+
+def gzip_frame(deflated: bytes, data: bytes | bytearray) -> bytes:
+    """The gzip member holding ``deflated`` (a raw deflate stream of ``data``): a header without a name or time,
+    the stream, then ``data``'s CRC-32 and size."""
+    return _GZIP_HEADER + deflated + struct.pack("<II", zlib.crc32(data) & 0xFFFFFFFF, len(data) & 0xFFFFFFFF)
 
 
 class _ZstdFrame:

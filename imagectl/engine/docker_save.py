@@ -44,7 +44,6 @@ import json
 import os
 import posixpath
 import re
-import struct
 import tarfile
 import tempfile
 import zlib
@@ -54,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
+from ..assemble.layer import gzip_frame
 from ..errors import EngineError
 from ..registry.manifest import DOCKER_CONFIG, DOCKER_LAYER, DOCKER_MANIFEST, Descriptor
 from . import KnownLayers
@@ -62,7 +62,6 @@ MEMBER_BYTES = 4 * 1024 * 1024  # the tar's bytes in one gzip member (the last o
 WORKERS = max(1, min(8, os.cpu_count() or 1))  # threads compressing one layer's members
 LEVEL = 1  # zlib's: about 80 MB/s a core here, half the size (level 6: twice the time, 6% smaller)
 SAVE_WRITER = f"imagectl-save/zlib-{zlib.ZLIB_VERSION}-{LEVEL}+members-4MiB"  # a layer's byte format; changes with them
-_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no flags, mtime 0, no extra flags, OS unknown
 PROBE_BYTES = 64 * 1024  # of a blob a destination holds, compared with the layer's own (KnownLayers.held)
 PIECE = 1024 * 1024  # bytes read from the stream (and a spool file) at a time
 MAX_INDEX_BYTES = 1024 * 1024  # manifest.json
@@ -161,7 +160,7 @@ def first_bytes(tar: Path) -> bytes:
     """The first :data:`PROBE_BYTES` of the blob :func:`compress_layer` makes of the layer tar at ``tar`` (its first
     gzip member's), without making the rest."""
     with tar.open("rb") as source:
-        return gzip_member(source.read(MEMBER_BYTES))[:PROBE_BYTES]
+        return zlib_member(source.read(MEMBER_BYTES))[:PROBE_BYTES]
 
 
 def _small(source: IO[bytes], size: int, limit: int, what: str) -> bytes:
@@ -242,7 +241,7 @@ def compress_layer(tar: Path, blobs: Path) -> Descriptor:
             size += len(member)
 
         for data in _members_of(source):
-            pending.append(pool.submit(gzip_member, data))
+            pending.append(pool.submit(zlib_member, data))
             if len(pending) >= 2 * WORKERS:
                 write_first()
         while pending:
@@ -252,12 +251,11 @@ def compress_layer(tar: Path, blobs: Path) -> Descriptor:
     return Descriptor(DOCKER_LAYER, digest, size)
 
 
-def gzip_member(data: bytes) -> bytes:
-    """``data`` as one gzip member: a header without name or time, zlib's deflate at :data:`LEVEL`, CRC-32 and
-    size (the same bytes wherever Python links the same zlib)."""
+def zlib_member(data: bytes) -> bytes:
+    """``data`` as one gzip member (:func:`~imagectl.assemble.layer.gzip_frame`) of zlib's deflate at :data:`LEVEL`
+    (the same bytes wherever Python links the same zlib)."""
     compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
-    body = compressor.compress(data) + compressor.flush()
-    return _GZIP_HEADER + body + struct.pack("<II", zlib.crc32(data) & 0xFFFFFFFF, len(data) & 0xFFFFFFFF)
+    return gzip_frame(compressor.compress(data) + compressor.flush(), data)
 
 
 def _members_of(source: BinaryIO) -> Iterator[bytes]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from imagectl.engine.docker_save import MEMBER_BYTES, compress_layer, gzip_member, layout_from_save
+from imagectl.engine.docker_save import MEMBER_BYTES, compress_layer, zlib_member, layout_from_save
 from imagectl.errors import EngineError
 
 
@@ -76,7 +76,7 @@ def test_the_layout_does_not_depend_on_the_chunks_and_a_repeated_layer_is_one_bl
     assert manifest["config"]["digest"] == image_id
     blobs = [layer["digest"] for layer in manifest["layers"]]
     assert blobs[0] == blobs[2] and len(set(blobs)) == 2
-    assert (layout / "blobs" / "sha256" / blobs[0].removeprefix("sha256:")).read_bytes() == gzip_member(layers[0])
+    assert (layout / "blobs" / "sha256" / blobs[0].removeprefix("sha256:")).read_bytes() == zlib_member(layers[0])
     for blob, data in zip(blobs, [*layers, layers[0]], strict=True):
         assert gzip.decompress((layout / "blobs" / "sha256" / blob.removeprefix("sha256:")).read_bytes()) == data
 
@@ -106,6 +106,6 @@ def test_a_layer_of_many_members_is_its_runs_compressed_in_order_and_gzip_reads_
     blob = compress_layer(tar, blobs)
     data = (blobs / blob.digest.removeprefix("sha256:")).read_bytes()
     runs = [text[i:i + MEMBER_BYTES] for i in range(0, len(text), MEMBER_BYTES)]
-    assert len(runs) > 6 and data == b"".join(gzip_member(run) for run in runs)
+    assert len(runs) > 6 and data == b"".join(zlib_member(run) for run in runs)
     assert gzip.decompress(data) == text and blob.size == len(data) < len(text) // 3
     assert blob.digest == f"sha256:{hashlib.sha256(data).hexdigest()}"
